@@ -1,0 +1,86 @@
+"""Targets and builds: parse ``--target``, compile a Relax module, pick the device."""
+
+import json
+import os
+
+from .errors import UserError
+
+TARGET_KINDS = ("llvm", "cuda")
+
+
+def host_llvm_target(threads):
+    """The llvm target dict for this CPU: explicit triple and ``mcpu`` (``-mcpu=native`` is ignored
+    by the wheel's default triple, see DESIGN.md) and ``num-cores``."""
+    import platform
+
+    from tvm.target import codegen
+
+    # The wheel reports its build triple (x86_64-conda-linux-gnu); name the host's plainly.
+    triple = "x86_64-linux-gnu" if platform.machine() == "x86_64" else codegen.llvm_get_system_triple()
+    return {"kind": "llvm", "mtriple": triple,
+            "mcpu": codegen.llvm_get_system_cpu(), "num-cores": int(threads)}
+
+
+def parse_target(text, threads):
+    """``--target`` text -> TVM target dict.
+
+    Args:
+        text: ``llvm`` (host CPU detected), ``cuda``, or a JSON target dict such as
+            ``{"kind": "llvm", "mcpu": "skylake-avx512"}``.
+        threads: CPU thread count, recorded as ``num-cores`` for llvm.
+
+    Raises:
+        UserError: unknown kind or invalid JSON; the message lists the valid forms.
+    """
+    if text == "llvm":
+        return host_llvm_target(threads)
+    if text == "cuda":
+        return {"kind": "cuda", "arch": _cuda_arch()}
+    if text.lstrip().startswith("{"):
+        try:
+            target = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"--target {text}: invalid JSON ({e})") from e
+        if target.get("kind") not in TARGET_KINDS:
+            raise UserError(f"--target {text}: kind must be one of {TARGET_KINDS}")
+        return target
+    raise UserError(f"--target {text!r}: unknown; valid: llvm, cuda, or a JSON target dict "
+                    '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')')
+
+
+def _cuda_arch():
+    import tvm
+
+    dev = tvm.cuda(0)
+    if not dev.exist:
+        raise UserError("--target cuda: no CUDA device visible on this machine")
+    return "sm_" + dev.compute_version.replace(".", "")
+
+
+def device_for(target):
+    """The TVM device of a target dict (CPU for llvm, GPU 0 for cuda)."""
+    import tvm
+
+    return tvm.cuda(0) if target["kind"] == "cuda" else tvm.cpu(0)
+
+
+def build(mod, target):
+    """Compile ``mod`` for ``target`` with TVM's default Relax pipeline for its kind (no tuning;
+    on cuda that pipeline applies dlight's default GPU schedules).
+
+    Returns:
+        a ``tvm.relax.VirtualMachine`` on the target's device.
+    """
+    import tvm
+    from tvm import relax
+
+    executable = relax.build(mod, tvm.target.Target(target))
+    return relax.VirtualMachine(executable, device_for(target))
+
+
+def set_threads(threads):
+    """Use ``threads`` CPU threads in TVM and PyTorch (call before TVM's runtime starts)."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)

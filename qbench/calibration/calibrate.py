@@ -1,0 +1,67 @@
+"""Run calibration batches through the observer graph and cache the ranges.
+
+The cache lives in ``<cache_dir>/<key>.json``; the key is a sha256 over everything the
+ranges depend on: model, weights digest, data digest and calibration indices, mode and
+its parameters, batch size and the cache format version.
+"""
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..atomic import write_json
+from .collectors import Range, make_collector
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+def cache_key(**parts):
+    """sha256 hex of the JSON of ``parts`` (sorted keys) and the cache version."""
+    text = json.dumps({"cache_version": CACHE_VERSION, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def load_cached(cache_dir, key):
+    """Ranges by layer name from the cache, or None on a miss or an unreadable entry."""
+    path = Path(cache_dir) / f"{key}.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return {name: Range(**r) for name, r in data["ranges"].items()}
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("calibration cache %s unreadable (%s); recalibrating", path, e)
+        return None
+
+
+def save_cached(cache_dir, key, ranges, meta):
+    """Write ranges and their provenance to the cache atomically."""
+    write_json(Path(cache_dir) / f"{key}.json",
+               {"meta": meta, "ranges": {n: r.to_dict() for n, r in ranges.items()}})
+
+
+def collect_ranges(observer, batches, layers, mode, params, total=None):
+    """Feed calibration batches through ``observer`` and compute one range per layer input.
+
+    Args:
+        observer: a runner whose ``infer_all(x)`` returns (output, input of layer 0, ...),
+            built from ``graph.observer_module``.
+        batches: iterable of float32 (N, C, H, W) arrays, already full-size.
+        layers: the ``graph.Layer`` list, in the observer's output order.
+        mode, params: calibration mode and collector parameters.
+        total: number of batches, for the progress bar.
+
+    Returns:
+        ``Range`` by layer name.
+    """
+    collectors = [make_collector(mode, **params) for _ in layers]
+    for b, (x, n_valid) in enumerate(tqdm(batches, total=total, desc=f"calibrate ({mode})",
+                                           unit="batch", leave=False)):
+        outputs = observer.infer_all(x)[1:]
+        for collector, act in zip(collectors, outputs):
+            collector.update(act[:n_valid], batch=b)
+    return {layer.name: c.compute_range() for layer, c in zip(layers, collectors)}

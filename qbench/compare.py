@@ -1,0 +1,68 @@
+"""Comparison metrics: latency statistics, top-k agreement, accuracy, logit error."""
+
+import numpy as np
+
+
+def latency_stats(samples_ms):
+    """Summary of latency samples.
+
+    Args:
+        samples_ms: per-run latencies, ms.
+    Returns:
+        dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms``, ``runs``.
+    """
+    s = np.asarray(samples_ms, dtype=np.float64)
+    return {"median_ms": float(np.median(s)), "p90_ms": float(np.percentile(s, 90)),
+            "mean_ms": float(s.mean()), "std_ms": float(s.std(ddof=1)) if s.size > 1 else 0.0,
+            "runs": int(s.size)}
+
+
+def topk(logits, k):
+    """Indices of the k largest logits per row, (N, k) int64, in descending order."""
+    return np.argsort(-logits, axis=1, kind="stable")[:, :k]
+
+
+def top1_agreement(ref, out):
+    """Fraction in [0, 1] of rows whose arg-max class equals the reference's."""
+    return float(np.mean(ref.argmax(1) == out.argmax(1)))
+
+
+def top5_agreement(ref, out):
+    """Mean overlap in [0, 1] of the top-5 class sets of ``out`` and ``ref`` (|A & B| / 5)."""
+    k = min(5, ref.shape[1])
+    a, b = topk(ref, k), topk(out, k)
+    return float(np.mean([len(set(r) & set(o)) / k for r, o in zip(a, b)]))
+
+
+def accuracy(logits, labels, k):
+    """Top-k accuracy in [0, 1] against integer labels (N,)."""
+    return float(np.mean([lab in row for lab, row in zip(labels, topk(logits, k))]))
+
+
+def cosine(ref, out):
+    """Mean over rows of the cosine similarity of logits, in [-1, 1]."""
+    num = (ref * out).sum(1)
+    den = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
+    return float(np.mean(np.where(den > 0, num / np.maximum(den, 1e-30), 1.0)))
+
+
+def sqnr_db(ref, out):
+    """Signal-to-quantization-noise ratio of ``out`` against ``ref``, dB (None when identical)."""
+    noise = float(((ref - out) ** 2).sum())
+    return None if noise == 0 else float(10 * np.log10((ref ** 2).sum() / noise))
+
+
+def compare_logits(ref, out, labels=None):
+    """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K)."""
+    ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    m = {"top1_agreement": top1_agreement(ref, out), "top5_agreement": top5_agreement(ref, out),
+         "max_abs_diff": float(np.abs(ref - out).max()), "cosine": cosine(ref, out),
+         "sqnr_db": sqnr_db(ref, out)}
+    if labels is not None:
+        m.update(accuracy_metrics(out, labels))
+    return m
+
+
+def accuracy_metrics(logits, labels):
+    """``top1_accuracy`` and ``top5_accuracy`` in [0, 1]."""
+    return {"top1_accuracy": accuracy(logits, labels, 1), "top5_accuracy": accuracy(logits, labels, 5)}

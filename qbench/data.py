@@ -1,0 +1,197 @@
+"""Image sources for calibration and evaluation, and their deterministic, disjoint split.
+
+Sources (``--data``):
+    - a folder: ImageFolder layout (one sub-folder per class; integer folder names are
+      taken as label indices) or flat with a ``labels.csv`` of ``file,label``;
+    - ``hf:NAME[:SPLIT]``: a Hugging Face ``datasets`` dataset, streamed; NAME may also be a
+      local folder written by ``Dataset.save_to_disk``;
+    - ``synthetic``: seeded noise images for smoke tests only, flagged in reports;
+    - ``embedded`` (the default): 20 labelled ImageNet validation photos shipped in the
+      ``foolbox`` package (MIT), ``foolbox/data/imagenet_<i>_<label>.jpg``.
+"""
+
+import csv
+import hashlib
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+
+log = logging.getLogger(__name__)
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm"}
+
+
+@dataclass
+class ImageSet:
+    """An ordered collection of images.
+
+    Attributes:
+        name: the ``--data`` text.
+        loaders: one zero-argument callable per image returning an RGB ``PIL.Image``.
+        labels: label index per image, or None when the source has no labels.
+        keys: a stable identifier per image (file name or stream position).
+        synthetic: True for generated noise (results say nothing about accuracy).
+    """
+
+    name: str
+    loaders: list
+    labels: list = None
+    keys: list = None
+    synthetic: bool = False
+
+    def __len__(self):
+        return len(self.loaders)
+
+    def digest(self):
+        """sha256 (hex) of the source name and image keys: part of the calibration cache key."""
+        return hashlib.sha256("\n".join([self.name, *map(str, self.keys)]).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Split:
+    """Disjoint calibration and evaluation indices into an ``ImageSet``."""
+
+    calib: tuple
+    eval: tuple
+
+
+def open_source(text, seed=0, needed=None):
+    """Open the ``--data`` source ``text`` (see the module docstring).
+
+    Args:
+        text: ``None``/``"embedded"``, ``"synthetic"``, ``hf:NAME[:SPLIT]`` or a folder.
+        seed: shuffling seed for streamed sources and noise images.
+        needed: how many images a streamed or synthetic source must provide.
+
+    Raises:
+        UserError: the source does not exist, is empty, or cannot be read.
+    """
+    if text in (None, "embedded"):
+        return _embedded()
+    if text == "synthetic":
+        return _synthetic(needed or 64, seed)
+    if text.startswith("hf:"):
+        from .hfdata import open_hf
+
+        return open_hf(text, seed, needed)
+    return _folder(Path(text))
+
+
+def split(images, calib_size, eval_size, seed=0):
+    """Choose disjoint calibration and evaluation images, deterministically from ``seed``.
+
+    A size of None means "as many as fit": calibration takes at most a third of the images
+    (at most 32), evaluation the rest (at most 100).
+
+    Raises:
+        UserError: the requested sizes exceed the number of images.
+    """
+    n = len(images)
+    if calib_size is None:
+        calib_size = max(1, min(32, n // 3))
+    if eval_size is None:
+        eval_size = min(100, n - calib_size)
+    if calib_size < 1 or eval_size < 1 or calib_size + eval_size > n:
+        raise UserError(
+            f"--data {images.name}: has {n} images; cannot take --calib-size {calib_size} "
+            f"plus --eval-size {eval_size} disjoint images (valid: both >= 1, sum <= {n})"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    return Split(tuple(order[:calib_size].tolist()),
+                 tuple(order[calib_size:calib_size + eval_size].tolist()))
+
+
+def batches(images, indices, preprocess, batch_size):
+    """Yield preprocessed batches in index order.
+
+    Yields:
+        (x, labels): x float32 (N, C, H, W) normalised; labels int64 (N,) or None.
+    """
+    tf = transform(preprocess)
+    for start in range(0, len(indices), batch_size):
+        chunk = indices[start:start + batch_size]
+        x = np.stack([tf(images.loaders[i]().convert("RGB")).numpy() for i in chunk])
+        labels = None if images.labels is None else np.array([images.labels[i] for i in chunk])
+        yield x.astype(np.float32), labels
+
+
+def transform(preprocess):
+    """The torchvision transform for a ``zoo.Preprocess``: PIL RGB image -> (C, H, W) float32."""
+    from torchvision import transforms as T
+
+    return T.Compose([
+        T.Resize(preprocess.resize),
+        T.CenterCrop(preprocess.crop),
+        T.ToTensor(),
+        T.Normalize(preprocess.mean, preprocess.std),
+    ])
+
+
+def _pil_loader(path):
+    from PIL import Image
+
+    def load():
+        with Image.open(path) as im:
+            return im.convert("RGB")
+
+    return load
+
+
+def _embedded():
+    spec = importlib.util.find_spec("foolbox")
+    if spec is None:
+        raise UserError("--data embedded: needs the package foolbox (it ships the photos)")
+    files = sorted(Path(spec.submodule_search_locations[0], "data").glob("imagenet_*_*.jpg"))
+    labels = [int(f.stem.split("_")[2]) for f in files]
+    return ImageSet("embedded", [_pil_loader(f) for f in files], labels, [f.name for f in files])
+
+
+def _synthetic(n, seed):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for _ in range(n)]
+    loaders = [lambda a=a: Image.fromarray(a) for a in arrays]
+    return ImageSet("synthetic", loaders, None, list(range(n)), synthetic=True)
+
+
+def _folder(root):
+    if not root.is_dir():
+        raise UserError(f"--data {root}: not a folder; valid: a folder, hf:NAME[:SPLIT], "
+                        "synthetic, embedded")
+    if (root / "labels.csv").is_file():
+        return _flat(root)
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if not classes:
+        files = sorted(p for p in root.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise UserError(f"--data {root}: no images and no labels.csv")
+        return ImageSet(str(root), [_pil_loader(f) for f in files], None, [f.name for f in files])
+    numeric = all(c.isdigit() for c in classes)
+    files, labels = [], []
+    for idx, cls in enumerate(classes):
+        for f in sorted((root / cls).iterdir()):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                files.append(f)
+                labels.append(int(cls) if numeric else idx)
+    if not numeric:
+        log.warning("--data %s: class folders are not label indices; labels are positions "
+                    "in the sorted folder list", root)
+    keys = [str(f.relative_to(root)) for f in files]
+    return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys)
+
+
+def _flat(root):
+    with open(root / "labels.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"file", "label"} <= set(rows[0]):
+        raise UserError(f"--data {root}/labels.csv: needs the columns file,label")
+    missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
+    if missing:
+        raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")
+    return ImageSet(str(root), [_pil_loader(root / r["file"]) for r in rows],
+                    [int(r["label"]) for r in rows], [r["file"] for r in rows])

@@ -1,0 +1,132 @@
+"""PyTorch -> Relax import, with the checks that must pass before anything slow runs.
+
+``torch.export`` captures the model; ``tvm.relax.frontend.torch.from_exported_program``
+imports it. BatchNorm is folded into the preceding conv2d (TVM's own
+``FoldBatchnormToConv2D``) and constants are folded, so that every conv2d and matmul
+weight is a constant the quantizer can read.
+"""
+
+from dataclasses import dataclass
+
+from .errors import UnsupportedModelError
+
+GEMM_TARGETS = {"convolution", "conv2d", "addmm", "mm", "matmul", "linear"}
+
+
+@dataclass
+class Imported:
+    """A model in Relax.
+
+    Attributes:
+        mod: ``tvm.IRModule`` whose ``main`` takes one float32 (N, C, H, W) tensor.
+        layer_names: source names of the conv2d/matmul layers in graph order (from the
+            PyTorch parameter names, e.g. ``_blocks.0._depthwise_conv``), or None when the
+            mapping is ambiguous.
+        aten_ops: the ATen operators of the exported graph, sorted.
+    """
+
+    mod: object
+    layer_names: list
+    aten_ops: list
+
+
+def check_eval_mode(module, name):
+    """Refuse a model with any submodule in training mode.
+
+    Raises:
+        UnsupportedModelError: names the first submodule still in training mode.
+    """
+    training = [n or "<root>" for n, m in module.named_modules() if m.training]
+    if training:
+        raise UnsupportedModelError(
+            f"model {name!r}: in training mode (submodule {training[0]!r}); BatchNorm and "
+            "Dropout would use batch statistics. Call model.eval() before handing it to qbench"
+        )
+
+
+def export(model, batch_size):
+    """Capture ``model`` with ``torch.export`` at a static batch size, then decompose to core ATen.
+
+    Args:
+        model: a ``zoo.LoadedModel``.
+        batch_size: N of the (N, C, H, W) input the graph is specialised to.
+    """
+    import torch
+
+    ep = model.exported
+    if ep is None:
+        check_eval_mode(model.module, model.name)
+        example = torch.zeros((batch_size, *model.input_shape), dtype=torch.float32)
+        with torch.no_grad():
+            ep = torch.export.export(model.module, (example,))
+    elif tuple(_user_input_shape(ep)[0:1]) != (batch_size,):
+        raise UnsupportedModelError(
+            f"model {model.name!r}: exported with batch {_user_input_shape(ep)[0]}; "
+            f"pass --batch-size {_user_input_shape(ep)[0]}")
+    return ep.run_decompositions()
+
+
+def _user_input_shape(ep):
+    names = set(ep.graph_signature.user_inputs)
+    return next(n.meta["val"].shape for n in ep.graph.nodes if n.name in names)
+
+
+def check_ops(ep, name):
+    """Stop before calibration when the Relax importer lacks an ATen operator.
+
+    Raises:
+        UnsupportedModelError: one line naming the operators and the installed TVM version.
+    """
+    import tvm
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    supported = ExportedProgramImporter().create_convert_map()
+    missing = sorted({n.target.__name__ for n in ep.graph.nodes
+                      if n.op == "call_function" and n.target.__name__ not in supported})
+    if missing:
+        raise UnsupportedModelError(
+            f"model {name!r}: ATen operator(s) {', '.join(missing)} not supported by the "
+            f"Relax importer of TVM {tvm.__version__}")
+
+
+def import_model(model, batch_size):
+    """Export, check and import ``model`` into Relax with folded BatchNorm and constants.
+
+    Raises:
+        UnsupportedModelError: training mode or unsupported operators.
+    """
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    ep = export(model, batch_size)
+    check_ops(ep, model.name)
+    mod = from_exported_program(ep, run_ep_decomposition=False, unwrap_unit_return_tuple=True)
+    mod = relax.transform.FoldBatchnormToConv2D()(mod)
+    mod = relax.transform.DecomposeOpsForInference()(mod)
+    mod = relax.transform.FoldConstant()(mod)
+    ops = sorted({n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"})
+    return Imported(mod, _gemm_names(ep), ops)
+
+
+def _gemm_names(ep):
+    """Parameter-derived names of conv/matmul nodes in graph order."""
+    params = ep.graph_signature.inputs_to_parameters
+    names = []
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target.__name__.split(".")[0] in GEMM_TARGETS:
+            weight = _find_parameter(node, params)
+            names.append(weight.rsplit(".", 1)[0] if weight else None)
+    return names
+
+
+def _find_parameter(node, params, depth=4):
+    """The parameter FQN a GEMM node reads as its weight (through views/transposes)."""
+    for arg in node.args[1:] if node.target.__name__.startswith("conv") else node.args:
+        if getattr(arg, "op", None) == "placeholder" and arg.name in params:
+            if params[arg.name].endswith("weight"):
+                return params[arg.name]
+        elif depth and getattr(arg, "op", None) == "call_function":
+            found = _find_parameter(arg, params, depth - 1)
+            if found:
+                return found
+    return None

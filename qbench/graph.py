@@ -1,0 +1,128 @@
+"""Relax graph inspection: the quantizable layers of ``main`` and an observer module.
+
+A quantizable layer is a ``relax.nn.conv2d`` (NCHW/OIHW, grouped and depthwise included)
+or a ``relax.matmul`` whose second operand is a constant weight.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import QBenchError
+
+CONV2D = "relax.nn.conv2d"
+MATMUL = "relax.matmul"
+
+
+@dataclass
+class Layer:
+    """One quantizable layer.
+
+    Attributes:
+        index: position among the quantizable layers of ``main``, from 0.
+        name: source name (PyTorch parameter prefix) or ``layer<index>``.
+        op: ``"conv2d"`` or ``"matmul"``.
+        weight: float32 weight; conv2d (O, I/groups, kH, kW), matmul (K, M).
+        groups: conv2d groups (1 for matmul).
+        var_name: name of the Relax variable the layer's output is bound to.
+    """
+
+    index: int
+    name: str
+    op: str
+    weight: np.ndarray
+    groups: int
+    var_name: str
+
+    @property
+    def channel_axis(self):
+        """Axis of ``weight`` holding output channels: 0 for conv2d, -1 for matmul."""
+        return 0 if self.op == "conv2d" else -1
+
+    @property
+    def out_channels(self):
+        return self.weight.shape[self.channel_axis]
+
+    @property
+    def in_channels(self):
+        w = self.weight
+        return w.shape[1] * self.groups if self.op == "conv2d" else w.shape[0]
+
+
+def main_block(mod):
+    """The single dataflow block of ``mod["main"]``.
+
+    Raises:
+        QBenchError: ``main`` is not one dataflow block (e.g. control flow).
+    """
+    from tvm import relax
+
+    body = mod["main"].body
+    blocks = list(body.blocks)
+    if len(blocks) != 1 or not isinstance(blocks[0], relax.DataflowBlock):
+        raise QBenchError("Relax main: expected one dataflow block; control flow is not supported")
+    return blocks[0]
+
+
+def quantizable_call(value):
+    """The op kind (``"conv2d"``/``"matmul"``) if ``value`` is a call with a constant weight."""
+    import tvm
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or not hasattr(value.op, "name"):
+        return None
+    if value.op.name not in (CONV2D, MATMUL) or not isinstance(value.args[1], tvm.ir.expr.Constant):
+        return None
+    if value.op.name == CONV2D:
+        attrs = value.attrs
+        if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
+            return None
+        return "conv2d"
+    return "matmul" if len(value.args[1].ty.shape) == 2 else None
+
+
+def find_layers(mod, names=None):
+    """The quantizable layers of ``mod["main"]`` in binding order.
+
+    Args:
+        mod: the FP32 ``tvm.IRModule`` (constants folded).
+        names: optional source names in the same order; used only when the count matches.
+    """
+    found = []
+    for binding in main_block(mod).bindings:
+        kind = quantizable_call(binding.value)
+        if kind:
+            groups = int(binding.value.attrs.groups) if kind == "conv2d" else 1
+            weight = binding.value.args[1].value.numpy().astype(np.float32)
+            found.append((kind, weight, groups, binding.var.name))
+    use_names = names is not None and len(names) == len(found) and all(names)
+    return [Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, var)
+            for i, (kind, w, g, var) in enumerate(found)]
+
+
+def observer_module(mod):
+    """A copy of ``mod`` whose ``main`` returns (output, input of layer 0, input of layer 1, ...).
+
+    Running it on calibration batches yields every quantizable layer's input activation,
+    in the exact Relax graph that will be quantized.
+    """
+    import tvm
+    from tvm import relax
+
+    func = mod["main"]
+    block = main_block(mod)
+    observed = [b.value.args[0] for b in block.bindings if quantizable_call(b.value)]
+    out = relax.Var("observed")
+    bindings = [*block.bindings, relax.VarBinding(out, relax.Tuple([func.body.body, *observed]))]
+    body = relax.BlockBuilder().normalize(relax.SeqExpr([relax.DataflowBlock(bindings)], out))
+    return tvm.IRModule({"main": relax.Function(func.params, body, attrs=func.attrs)})
+
+
+def op_counts(mod):
+    """Count of each Relax operator called in ``main``, by op name (e.g. ``relax.astype``)."""
+    from collections import Counter
+
+    from tvm import relax
+
+    return Counter(b.value.op.name for b in main_block(mod).bindings
+                   if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name"))

@@ -1,0 +1,152 @@
+"""``qbench run``: model -> Relax -> calibration -> INT8 rewrite -> builds -> comparison."""
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from . import build, data, frontend, graph, zoo
+from .calibration.calibrate import cache_key, collect_ranges, load_cached, save_cached
+from .compare import accuracy_metrics, compare_logits, latency_stats
+from .quantize import QuantConfig
+from .quantize.plan import check_skip_layers, make_plans
+from .quantize.rewrite import rewrite
+from .runners import TorchRunner, TVMRunner
+from .signoff import signoff
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    """Everything ``qbench run`` takes; see ``qbench run --help`` for each field."""
+
+    model: str
+    target: str = "llvm"
+    data: str = None
+    weights: str = None
+    input_shape: tuple = None
+    mean: tuple = None
+    std: tuple = None
+    calib_size: int = None
+    eval_size: int = None
+    batch_size: int = 8
+    seed: int = 0
+    threads: int = 2
+    warmup: int = 3
+    repeat: int = 20
+    min_top1_agreement: float = 0.97
+    max_accuracy_drop: float = 1.0
+    cache_dir: str = "calibration"
+    quant: QuantConfig = field(default_factory=QuantConfig)
+
+
+def run(opts):
+    """Execute the whole job and return the report dict (see ``report.py`` for its layout).
+
+    Raises:
+        UserError: bad input, detected before any slow step where possible.
+    """
+    started = time.time()
+    build.set_threads(opts.threads)
+    target = build.parse_target(opts.target, opts.threads)
+    model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
+    needed = (opts.calib_size or 32) + (opts.eval_size or 100)
+    images = data.open_source(opts.data, opts.seed, needed)
+    split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)
+    imported = frontend.import_model(model, opts.batch_size)
+    layers = graph.find_layers(imported.mod, imported.layer_names)
+    check_skip_layers(opts.quant.skip_layers, layers)
+    shape = model.input_shape
+
+    ranges, calib_info = _calibrate(opts, model, images, split, imported.mod, layers, target)
+    plans = make_plans(layers, ranges, opts.quant)
+    int8_mod = rewrite(imported.mod, plans, simulate=opts.quant.simulate)
+
+    runners = [TorchRunner(model.module, opts.batch_size, shape)]
+    for name, mod in (("tvm_fp32", imported.mod), ("tvm_int8", int8_mod)):
+        t0 = time.time()
+        runners.append(TVMRunner(build.build(mod, target), build.device_for(target),
+                                 opts.batch_size, shape, name))
+        log.info("built %s in %.1f s", name, time.time() - t0)
+
+    logits, labels = _evaluate(runners, images, split.eval, model, opts.batch_size)
+    latency = _time(runners, images, split.eval, model, opts)
+    results = _results(runners, logits, labels, latency)
+    context = {"opts": opts, "model": model, "images": images, "split": split, "target": target,
+               "imported": imported, "layers": layers, "plans": plans, "ranges": ranges,
+               "calibration": calib_info, "int8_mod": int8_mod}
+    from .report import build_report
+
+    report = build_report(context, results, time.time() - started)
+    report["signoff"] = signoff(results, opts.min_top1_agreement, opts.max_accuracy_drop)
+    return report
+
+
+def _full_batches(images, indices, model, batch_size):
+    """Yield (x, n_valid): x is float32 (batch_size, C, H, W), zero-padded after n_valid rows."""
+    for x, _ in data.batches(images, indices, model.preprocess, batch_size):
+        n = len(x)
+        if n < batch_size:
+            x = np.concatenate([x, np.zeros((batch_size - n, *x.shape[1:]), np.float32)])
+        yield x, n
+
+
+def _calibrate(opts, model, images, split, mod, layers, target):
+    q = opts.quant
+    key = cache_key(model=model.name, weights=model.weights_digest, data=images.digest(),
+                    calib=list(split.calib), mode=q.calib_mode, params=q.collector_params(),
+                    batch_size=opts.batch_size, preprocess=asdict(model.preprocess))
+    ranges = load_cached(opts.cache_dir, key)
+    info = {"cache_key": key, "cache_dir": str(opts.cache_dir), "cache_hit": ranges is not None,
+            "images": len(split.calib), "mode": q.calib_mode, "params": q.collector_params()}
+    if ranges is not None:
+        return ranges, info
+    t0 = time.time()
+    observer = TVMRunner(build.build(graph.observer_module(mod), target),
+                         build.device_for(target), opts.batch_size, model.input_shape, "observer")
+    batches = _full_batches(images, split.calib, model, opts.batch_size)
+    total = -(-len(split.calib) // opts.batch_size)
+    ranges = collect_ranges(observer, batches, layers, q.calib_mode, q.collector_params(), total)
+    info["seconds"] = round(time.time() - t0, 2)
+    save_cached(opts.cache_dir, key, ranges, {"model": model.name, "weights": model.weights,
+                                               "data": images.name, **info})
+    return ranges, info
+
+
+def _evaluate(runners, images, indices, model, batch_size):
+    logits = {r.name: [] for r in runners}
+    labels = []
+    batches = data.batches(images, indices, model.preprocess, batch_size)
+    total = -(-len(indices) // batch_size)
+    for x, y in tqdm(batches, total=total, desc="evaluate", unit="batch", leave=False):
+        for r in runners:
+            logits[r.name].append(r.infer(x))
+        if y is not None:
+            labels.append(y)
+    logits = {k: np.concatenate(v) for k, v in logits.items()}
+    return logits, (np.concatenate(labels) if labels else None)
+
+
+def _time(runners, images, indices, model, opts):
+    x, _ = next(_full_batches(images, indices[:opts.batch_size], model, opts.batch_size))
+    samples = {}
+    for r in tqdm(runners, desc=f"time ({opts.warmup} warm-up + {opts.repeat} runs)",
+                  unit="runner", leave=False):
+        samples[r.name] = r.time(x, opts.warmup, opts.repeat)
+    return samples
+
+
+def _results(runners, logits, labels, latency):
+    ref = logits["pytorch_fp32"]
+    results = {}
+    for r in runners:
+        entry = {"latency": latency_stats(latency[r.name]), "latency_samples_ms": latency[r.name]}
+        if r.name == "pytorch_fp32":
+            entry["metrics"] = accuracy_metrics(ref, labels) if labels is not None else {}
+        else:
+            entry["metrics"] = compare_logits(ref, logits[r.name], labels)
+        results[r.name] = entry
+    return results

@@ -1,0 +1,59 @@
+"""The quantization config: frozen, versioned, serialisable (the torchao config idea)."""
+
+from dataclasses import asdict, dataclass, field
+
+from ..calibration import MODES
+
+CONFIG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantize a model.
+
+    Attributes:
+        calib_mode: one of ``calibration.MODES``.
+        percentile: for ``percentile``, the |x| percentile in (0, 100].
+        global_scale: for ``global_scale``, the clip range [-s, s], s > 0.
+        per_channel: per-output-channel symmetric int8 weight scales (else per-tensor).
+        skip_layers: layer indices (int) or source names (str) kept in FP32.
+        skip_first: keep the first conv2d in FP32 (Relay's default).
+        simulate: build the fake-quantized FP32 graph (quantize then dequantize) instead
+            of integer conv2d/matmul.
+        activation_dtype: ``uint8``, affine with a zero point (VNNI multiplies u8 x s8).
+        weight_dtype: ``int8``, symmetric, range [-127, 127].
+    """
+
+    calib_mode: str = "kl_divergence"
+    percentile: float = 99.999
+    global_scale: float = 8.0
+    per_channel: bool = True
+    skip_layers: tuple = field(default_factory=tuple)
+    skip_first: bool = True
+    simulate: bool = False
+    activation_dtype: str = "uint8"
+    weight_dtype: str = "int8"
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self):
+        if self.calib_mode not in MODES:
+            raise ValueError(f"calib_mode {self.calib_mode!r}: unknown; valid: {', '.join(MODES)}")
+
+    def collector_params(self):
+        """Keyword arguments for ``make_collector`` of this mode."""
+        if self.calib_mode == "percentile":
+            return {"percentile": self.percentile}
+        if self.calib_mode == "global_scale":
+            return {"global_scale": self.global_scale}
+        return {}
+
+    def to_dict(self):
+        d = asdict(self)
+        d["skip_layers"] = list(self.skip_layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        d = dict(d)
+        d["skip_layers"] = tuple(d.get("skip_layers", ()))
+        return cls(**d)

@@ -1,0 +1,73 @@
+"""Scales and zero points: affine uint8 activations, symmetric int8 weights.
+
+Quantization follows Jacob et al., "Quantization and Training of Neural Networks for
+Efficient Integer-Arithmetic-Only Inference", CVPR 2018: real = scale * (q - zero_point).
+Any zero-range tensor (all-zero weight channel, constant activation) gets scale 1.0, a
+usable value that keeps it exact: zero quantizes to zero.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+UINT8_MAX = 255
+INT8_MAX = 127
+
+
+@dataclass(frozen=True)
+class ActivationParams:
+    """Affine uint8 parameters of one activation tensor: scale > 0 (float), zero_point in [0, 255]."""
+
+    scale: float
+    zero_point: int
+
+
+def activation_params(lo, hi):
+    """Affine uint8 parameters covering [lo, hi], widened to include 0 so that 0 is exact."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    scale = (hi - lo) / UINT8_MAX
+    if not np.isfinite(scale) or scale <= 0:
+        return ActivationParams(1.0, 0)
+    zero_point = int(np.clip(np.round(-lo / scale), 0, UINT8_MAX))
+    return ActivationParams(scale, zero_point)
+
+
+@dataclass
+class QuantizedWeight:
+    """Symmetric int8 weight.
+
+    Attributes:
+        q: int8 array, same shape as the float weight, values in [-127, 127].
+        scale: float32 per output channel (C_out,) or (1,) when per-tensor; all > 0.
+        collapsed: indices of output channels with non-zero float weights that
+            quantize to all zeros (information lost).
+        sqnr_db: per output channel SQNR of the weight, dB (inf where exact).
+    """
+
+    q: np.ndarray
+    scale: np.ndarray
+    collapsed: list
+    sqnr_db: np.ndarray
+
+
+def quantize_weight(w, channel_axis, per_channel):
+    """Quantize a float weight symmetrically to int8.
+
+    Args:
+        w: float32 weight, conv2d (O, I, kH, kW) or matmul (K, M).
+        channel_axis: axis of output channels (0 for conv2d, -1 for matmul).
+        per_channel: one scale per output channel (else one per tensor).
+    """
+    moved = np.moveaxis(np.asarray(w, np.float32), channel_axis, 0)
+    flat = moved.reshape(moved.shape[0], -1)
+    amax = np.abs(flat).max(axis=1) if per_channel else np.array([np.abs(flat).max()])
+    scale = np.where(amax > 0, amax / INT8_MAX, 1.0).astype(np.float32)
+    per_row = scale if per_channel else np.repeat(scale, flat.shape[0])
+    q = np.clip(np.round(flat / per_row[:, None]), -INT8_MAX, INT8_MAX).astype(np.int8)
+    err = flat - q * per_row[:, None]
+    signal, noise = (flat ** 2).sum(axis=1), (err ** 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sqnr = np.where(noise > 0, 10 * np.log10(signal / noise), np.inf)
+    collapsed = np.flatnonzero((np.abs(flat).max(axis=1) > 0) & (np.abs(q).max(axis=1) == 0))
+    q_full = np.moveaxis(q.reshape(moved.shape), 0, channel_axis)
+    return QuantizedWeight(q_full, scale, collapsed.tolist(), sqnr)

