@@ -16,9 +16,15 @@ def host_llvm_target(threads):
     from tvm.target import codegen
 
     # The wheel reports its build triple (x86_64-conda-linux-gnu); name the host's plainly.
-    triple = "x86_64-linux-gnu" if platform.machine() == "x86_64" else codegen.llvm_get_system_triple()
-    return {"kind": "llvm", "mtriple": triple,
-            "mcpu": codegen.llvm_get_system_cpu(), "num-cores": int(threads)}
+    triple = (
+        "x86_64-linux-gnu" if platform.machine() == "x86_64" else codegen.llvm_get_system_triple()
+    )
+    return {
+        "kind": "llvm",
+        "mtriple": triple,
+        "mcpu": codegen.llvm_get_system_cpu(),
+        "num-cores": int(threads),
+    }
 
 
 def parse_target(text, threads):
@@ -44,8 +50,10 @@ def parse_target(text, threads):
         if target.get("kind") not in TARGET_KINDS:
             raise UserError(f"--target {text}: kind must be one of {TARGET_KINDS}")
         return target
-    raise UserError(f"--target {text!r}: unknown; valid: llvm, cuda, or a JSON target dict "
-                    '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')')
+    raise UserError(
+        f"--target {text!r}: unknown; valid: llvm, cuda, or a JSON target dict "
+        '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')'
+    )
 
 
 def _cuda_arch():

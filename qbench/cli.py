@@ -19,8 +19,12 @@ def _parser():
     r = sub.add_parser("run", help="calibrate, quantize, build, compare, report")
     r.add_argument("--model", required=True, help="registry name, FILE.py:FUNCTION or FILE.pt2")
     r.add_argument("--target", default="llvm", help="llvm, cuda, or a JSON target dict")
-    r.add_argument("--data", default=None, help="folder, hf:NAME[:SPLIT], synthetic, or "
-                   "embedded (default: 20 ImageNet photos shipped in the foolbox package)")
+    r.add_argument(
+        "--data",
+        default=None,
+        help="folder, hf:NAME[:SPLIT], synthetic, or "
+        "embedded (default: 20 ImageNet photos shipped in the foolbox package)",
+    )
     r.add_argument("--weights", help="state dict file (torch.save)")
     r.add_argument("--input-shape", type=int, nargs=3, metavar=("C", "H", "W"))
     r.add_argument("--mean", type=float, nargs=3)
@@ -29,8 +33,12 @@ def _parser():
     r.add_argument("--eval-size", type=int, help="evaluation images (default: the rest, <= 100)")
     r.add_argument("--batch-size", type=int, default=8)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="CPU threads for TVM and PyTorch alike")
+    r.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU threads for TVM and PyTorch alike",
+    )
     r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
     r.add_argument("--repeat", type=int, default=20, help="timed runs (>= 20 for sign-off)")
     from .calibration import MODES
@@ -39,8 +47,12 @@ def _parser():
     r.add_argument("--percentile", type=float, default=99.999)
     r.add_argument("--global-scale", type=float, default=8.0)
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
-    r.add_argument("--skip-layers", default="", help="comma-separated layer indices or names "
-                   "kept in FP32 (the first conv is always kept unless --quantize-first)")
+    r.add_argument(
+        "--skip-layers",
+        default="",
+        help="comma-separated layer indices or names "
+        "kept in FP32 (the first conv is always kept unless --quantize-first)",
+    )
     r.add_argument("--quantize-first", action="store_true", help="quantize the first conv too")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
     r.add_argument("--min-top1-agreement", type=float, default=0.97)
@@ -62,17 +74,35 @@ def _options(args):
     for name in ("batch_size", "threads", "repeat"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")
-    quant = QuantConfig(calib_mode=args.calib_mode, percentile=args.percentile,
-                        global_scale=args.global_scale, per_channel=not args.per_tensor,
-                        skip_layers=_skip_list(args.skip_layers),
-                        skip_first=not args.quantize_first, simulate=args.simulate)
+    quant = QuantConfig(
+        calib_mode=args.calib_mode,
+        percentile=args.percentile,
+        global_scale=args.global_scale,
+        per_channel=not args.per_tensor,
+        skip_layers=_skip_list(args.skip_layers),
+        skip_first=not args.quantize_first,
+        simulate=args.simulate,
+    )
     return RunOptions(
-        model=args.model, target=args.target, data=args.data, weights=args.weights,
-        input_shape=args.input_shape, mean=args.mean, std=args.std, calib_size=args.calib_size,
-        eval_size=args.eval_size, batch_size=args.batch_size, seed=args.seed,
-        threads=args.threads, warmup=args.warmup, repeat=args.repeat,
-        min_top1_agreement=args.min_top1_agreement, max_accuracy_drop=args.max_accuracy_drop,
-        cache_dir=args.cache_dir, quant=quant)
+        model=args.model,
+        target=args.target,
+        data=args.data,
+        weights=args.weights,
+        input_shape=args.input_shape,
+        mean=args.mean,
+        std=args.std,
+        calib_size=args.calib_size,
+        eval_size=args.eval_size,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        threads=args.threads,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        min_top1_agreement=args.min_top1_agreement,
+        max_accuracy_drop=args.max_accuracy_drop,
+        cache_dir=args.cache_dir,
+        quant=quant,
+    )
 
 
 def _run(args):
@@ -88,8 +118,10 @@ def _run(args):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         if args.command == "models":
             from .zoo import list_models

@@ -12,9 +12,13 @@ def latency_stats(samples_ms):
         dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms``, ``runs``.
     """
     s = np.asarray(samples_ms, dtype=np.float64)
-    return {"median_ms": float(np.median(s)), "p90_ms": float(np.percentile(s, 90)),
-            "mean_ms": float(s.mean()), "std_ms": float(s.std(ddof=1)) if s.size > 1 else 0.0,
-            "runs": int(s.size)}
+    return {
+        "median_ms": float(np.median(s)),
+        "p90_ms": float(np.percentile(s, 90)),
+        "mean_ms": float(s.mean()),
+        "std_ms": float(s.std(ddof=1)) if s.size > 1 else 0.0,
+        "runs": int(s.size),
+    }
 
 
 def topk(logits, k):
@@ -31,12 +35,12 @@ def top5_agreement(ref, out):
     """Mean overlap in [0, 1] of the top-5 class sets of ``out`` and ``ref`` (|A & B| / 5)."""
     k = min(5, ref.shape[1])
     a, b = topk(ref, k), topk(out, k)
-    return float(np.mean([len(set(r) & set(o)) / k for r, o in zip(a, b)]))
+    return float(np.mean([len(set(r) & set(o)) / k for r, o in zip(a, b, strict=True)]))
 
 
 def accuracy(logits, labels, k):
     """Top-k accuracy in [0, 1] against integer labels (N,)."""
-    return float(np.mean([lab in row for lab, row in zip(labels, topk(logits, k))]))
+    return float(np.mean([lab in row for lab, row in zip(labels, topk(logits, k), strict=True)]))
 
 
 def cosine(ref, out):
@@ -49,15 +53,19 @@ def cosine(ref, out):
 def sqnr_db(ref, out):
     """Signal-to-quantization-noise ratio of ``out`` against ``ref``, dB (None when identical)."""
     noise = float(((ref - out) ** 2).sum())
-    return None if noise == 0 else float(10 * np.log10((ref ** 2).sum() / noise))
+    return None if noise == 0 else float(10 * np.log10((ref**2).sum() / noise))
 
 
 def compare_logits(ref, out, labels=None):
     """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K)."""
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
-    m = {"top1_agreement": top1_agreement(ref, out), "top5_agreement": top5_agreement(ref, out),
-         "max_abs_diff": float(np.abs(ref - out).max()), "cosine": cosine(ref, out),
-         "sqnr_db": sqnr_db(ref, out)}
+    m = {
+        "top1_agreement": top1_agreement(ref, out),
+        "top5_agreement": top5_agreement(ref, out),
+        "max_abs_diff": float(np.abs(ref - out).max()),
+        "cosine": cosine(ref, out),
+        "sqnr_db": sqnr_db(ref, out),
+    }
     if labels is not None:
         m.update(accuracy_metrics(out, labels))
     return m
@@ -65,4 +73,7 @@ def compare_logits(ref, out, labels=None):
 
 def accuracy_metrics(logits, labels):
     """``top1_accuracy`` and ``top5_accuracy`` in [0, 1]."""
-    return {"top1_accuracy": accuracy(logits, labels, 1), "top5_accuracy": accuracy(logits, labels, 5)}
+    return {
+        "top1_accuracy": accuracy(logits, labels, 1),
+        "top5_accuracy": accuracy(logits, labels, 5),
+    }

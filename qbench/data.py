@@ -101,8 +101,10 @@ def split(images, calib_size, eval_size, seed=0):
             f"plus --eval-size {eval_size} disjoint images (valid: both >= 1, sum <= {n})"
         )
     order = np.random.default_rng(seed).permutation(n)
-    return Split(tuple(order[:calib_size].tolist()),
-                 tuple(order[calib_size:calib_size + eval_size].tolist()))
+    return Split(
+        tuple(order[:calib_size].tolist()),
+        tuple(order[calib_size : calib_size + eval_size].tolist()),
+    )
 
 
 def batches(images, indices, preprocess, batch_size):
@@ -113,7 +115,7 @@ def batches(images, indices, preprocess, batch_size):
     """
     tf = transform(preprocess)
     for start in range(0, len(indices), batch_size):
-        chunk = indices[start:start + batch_size]
+        chunk = indices[start : start + batch_size]
         x = np.stack([tf(images.loaders[i]().convert("RGB")).numpy() for i in chunk])
         labels = None if images.labels is None else np.array([images.labels[i] for i in chunk])
         yield x.astype(np.float32), labels
@@ -123,12 +125,14 @@ def transform(preprocess):
     """The torchvision transform for a ``zoo.Preprocess``: PIL RGB image -> (C, H, W) float32."""
     from torchvision import transforms as T
 
-    return T.Compose([
-        T.Resize(preprocess.resize),
-        T.CenterCrop(preprocess.crop),
-        T.ToTensor(),
-        T.Normalize(preprocess.mean, preprocess.std),
-    ])
+    return T.Compose(
+        [
+            T.Resize(preprocess.resize),
+            T.CenterCrop(preprocess.crop),
+            T.ToTensor(),
+            T.Normalize(preprocess.mean, preprocess.std),
+        ]
+    )
 
 
 def _pil_loader(path):
@@ -161,8 +165,9 @@ def _synthetic(n, seed):
 
 def _folder(root):
     if not root.is_dir():
-        raise UserError(f"--data {root}: not a folder; valid: a folder, hf:NAME[:SPLIT], "
-                        "synthetic, embedded")
+        raise UserError(
+            f"--data {root}: not a folder; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded"
+        )
     if (root / "labels.csv").is_file():
         return _flat(root)
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
@@ -179,8 +184,11 @@ def _folder(root):
                 files.append(f)
                 labels.append(int(cls) if numeric else idx)
     if not numeric:
-        log.warning("--data %s: class folders are not label indices; labels are positions "
-                    "in the sorted folder list", root)
+        log.warning(
+            "--data %s: class folders are not label indices; labels are positions "
+            "in the sorted folder list",
+            root,
+        )
     keys = [str(f.relative_to(root)) for f in files]
     return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys)
 
@@ -193,5 +201,9 @@ def _flat(root):
     missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
     if missing:
         raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")
-    return ImageSet(str(root), [_pil_loader(root / r["file"]) for r in rows],
-                    [int(r["label"]) for r in rows], [r["file"] for r in rows])
+    return ImageSet(
+        str(root),
+        [_pil_loader(root / r["file"]) for r in rows],
+        [int(r["label"]) for r in rows],
+        [r["file"] for r in rows],
+    )

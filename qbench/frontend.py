@@ -1,14 +1,15 @@
 """PyTorch -> Relax import, with the checks that must pass before anything slow runs.
 
 ``torch.export`` captures the model; ``tvm.relax.frontend.torch.from_exported_program``
-imports it. BatchNorm is folded into the preceding conv2d (TVM's own
-``FoldBatchnormToConv2D``) and constants are folded, so that every conv2d and matmul
-weight is a constant the quantizer can read.
+imports it. BatchNorm is folded into the preceding conv2d (``fold.fold_batchnorm``) and
+constants are folded, so that every conv2d and matmul weight is a constant the quantizer
+can read.
 """
 
 from dataclasses import dataclass
 
 from .errors import UnsupportedModelError
+from .fold import fold_batchnorm
 
 GEMM_TARGETS = {"convolution", "conv2d", "addmm", "mm", "matmul", "linear"}
 
@@ -62,7 +63,8 @@ def export(model, batch_size):
     elif tuple(_user_input_shape(ep)[0:1]) != (batch_size,):
         raise UnsupportedModelError(
             f"model {model.name!r}: exported with batch {_user_input_shape(ep)[0]}; "
-            f"pass --batch-size {_user_input_shape(ep)[0]}")
+            f"pass --batch-size {_user_input_shape(ep)[0]}"
+        )
     return ep.run_decompositions()
 
 
@@ -81,12 +83,18 @@ def check_ops(ep, name):
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
     supported = ExportedProgramImporter().create_convert_map()
-    missing = sorted({n.target.__name__ for n in ep.graph.nodes
-                      if n.op == "call_function" and n.target.__name__ not in supported})
+    missing = sorted(
+        {
+            n.target.__name__
+            for n in ep.graph.nodes
+            if n.op == "call_function" and n.target.__name__ not in supported
+        }
+    )
     if missing:
         raise UnsupportedModelError(
             f"model {name!r}: ATen operator(s) {', '.join(missing)} not supported by the "
-            f"Relax importer of TVM {tvm.__version__}")
+            f"Relax importer of TVM {tvm.__version__}"
+        )
 
 
 def import_model(model, batch_size):
@@ -95,15 +103,12 @@ def import_model(model, batch_size):
     Raises:
         UnsupportedModelError: training mode or unsupported operators.
     """
-    from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
     ep = export(model, batch_size)
     check_ops(ep, model.name)
     mod = from_exported_program(ep, run_ep_decomposition=False, unwrap_unit_return_tuple=True)
-    mod = relax.transform.FoldBatchnormToConv2D()(mod)
-    mod = relax.transform.DecomposeOpsForInference()(mod)
-    mod = relax.transform.FoldConstant()(mod)
+    mod = fold_batchnorm(mod)
     ops = sorted({n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"})
     return Imported(mod, _gemm_names(ep), ops)
 
@@ -116,17 +121,16 @@ def _gemm_names(ep):
         if node.op == "call_function" and node.target.__name__.split(".")[0] in GEMM_TARGETS:
             weight = _find_parameter(node, params)
             names.append(weight.rsplit(".", 1)[0] if weight else None)
-    return names
+    return names if len(set(names)) == len(names) else None
 
 
-def _find_parameter(node, params, depth=4):
-    """The parameter FQN a GEMM node reads as its weight (through views/transposes)."""
-    for arg in node.args[1:] if node.target.__name__.startswith("conv") else node.args:
-        if getattr(arg, "op", None) == "placeholder" and arg.name in params:
-            if params[arg.name].endswith("weight"):
-                return params[arg.name]
-        elif depth and getattr(arg, "op", None) == "call_function":
-            found = _find_parameter(arg, params, depth - 1)
-            if found:
-                return found
+def _find_parameter(node, params):
+    """The parameter FQN a GEMM node reads as its weight, through views and transposes."""
+    arg = node.args[2 if node.target.__name__.startswith("addmm") else 1]
+    for _ in range(4):
+        if getattr(arg, "op", None) == "placeholder":
+            return params.get(arg.name)
+        if getattr(arg, "op", None) != "call_function" or not arg.args:
+            return None
+        arg = arg.args[0]
     return None

@@ -96,8 +96,10 @@ def find_layers(mod, names=None):
             weight = binding.value.args[1].value.numpy().astype(np.float32)
             found.append((kind, weight, groups, binding.var.name))
     use_names = names is not None and len(names) == len(found) and all(names)
-    return [Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, var)
-            for i, (kind, w, g, var) in enumerate(found)]
+    return [
+        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, var)
+        for i, (kind, w, g, var) in enumerate(found)
+    ]
 
 
 def observer_module(mod):
@@ -124,5 +126,8 @@ def op_counts(mod):
 
     from tvm import relax
 
-    return Counter(b.value.op.name for b in main_block(mod).bindings
-                   if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name"))
+    return Counter(
+        b.value.op.name
+        for b in main_block(mod).bindings
+        if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name")
+    )

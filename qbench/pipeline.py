@@ -8,7 +8,7 @@ import numpy as np
 from tqdm import tqdm
 
 from . import build, data, frontend, graph, zoo
-from .calibration.calibrate import cache_key, collect_ranges, load_cached, save_cached
+from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
@@ -68,16 +68,29 @@ def run(opts):
     runners = [TorchRunner(model.module, opts.batch_size, shape)]
     for name, mod in (("tvm_fp32", imported.mod), ("tvm_int8", int8_mod)):
         t0 = time.time()
-        runners.append(TVMRunner(build.build(mod, target), build.device_for(target),
-                                 opts.batch_size, shape, name))
+        runners.append(
+            TVMRunner(
+                build.build(mod, target), build.device_for(target), opts.batch_size, shape, name
+            )
+        )
         log.info("built %s in %.1f s", name, time.time() - t0)
 
     logits, labels = _evaluate(runners, images, split.eval, model, opts.batch_size)
     latency = _time(runners, images, split.eval, model, opts)
     results = _results(runners, logits, labels, latency)
-    context = {"opts": opts, "model": model, "images": images, "split": split, "target": target,
-               "imported": imported, "layers": layers, "plans": plans, "ranges": ranges,
-               "calibration": calib_info, "int8_mod": int8_mod}
+    context = {
+        "opts": opts,
+        "model": model,
+        "images": images,
+        "split": split,
+        "target": target,
+        "imported": imported,
+        "layers": layers,
+        "plans": plans,
+        "ranges": ranges,
+        "calibration": calib_info,
+        "int8_mod": int8_mod,
+    }
     from .report import build_report
 
     report = build_report(context, results, time.time() - started)
@@ -96,23 +109,40 @@ def _full_batches(images, indices, model, batch_size):
 
 def _calibrate(opts, model, images, split, mod, layers, target):
     q = opts.quant
-    key = cache_key(model=model.name, weights=model.weights_digest, data=images.digest(),
-                    calib=list(split.calib), mode=q.calib_mode, params=q.collector_params(),
-                    batch_size=opts.batch_size, preprocess=asdict(model.preprocess))
+    key = cache_key(
+        model=model.name,
+        weights=model.weights_digest,
+        data=images.digest(),
+        calib=list(split.calib),
+        mode=q.calib_mode,
+        params=q.collector_params(),
+        batch_size=opts.batch_size,
+        preprocess=asdict(model.preprocess),
+    )
     ranges = load_cached(opts.cache_dir, key)
-    info = {"cache_key": key, "cache_dir": str(opts.cache_dir), "cache_hit": ranges is not None,
-            "images": len(split.calib), "mode": q.calib_mode, "params": q.collector_params()}
+    info = {
+        "cache_key": key,
+        "cache_dir": str(opts.cache_dir),
+        "cache_hit": ranges is not None,
+        "images": len(split.calib),
+        "mode": q.calib_mode,
+        "params": q.collector_params(),
+    }
     if ranges is not None:
         return ranges, info
     t0 = time.time()
-    observer = TVMRunner(build.build(graph.observer_module(mod), target),
-                         build.device_for(target), opts.batch_size, model.input_shape, "observer")
     batches = _full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
-    ranges = collect_ranges(observer, batches, layers, q.calib_mode, q.collector_params(), total)
+    ranges = calibrate_module(
+        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total
+    )
     info["seconds"] = round(time.time() - t0, 2)
-    save_cached(opts.cache_dir, key, ranges, {"model": model.name, "weights": model.weights,
-                                               "data": images.name, **info})
+    save_cached(
+        opts.cache_dir,
+        key,
+        ranges,
+        {"model": model.name, "weights": model.weights, "data": images.name, **info},
+    )
     return ranges, info
 
 
@@ -131,10 +161,14 @@ def _evaluate(runners, images, indices, model, batch_size):
 
 
 def _time(runners, images, indices, model, opts):
-    x, _ = next(_full_batches(images, indices[:opts.batch_size], model, opts.batch_size))
+    x, _ = next(_full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
     samples = {}
-    for r in tqdm(runners, desc=f"time ({opts.warmup} warm-up + {opts.repeat} runs)",
-                  unit="runner", leave=False):
+    for r in tqdm(
+        runners,
+        desc=f"time ({opts.warmup} warm-up + {opts.repeat} runs)",
+        unit="runner",
+        leave=False,
+    ):
         samples[r.name] = r.time(x, opts.warmup, opts.repeat)
     return samples
 

@@ -30,9 +30,15 @@ class Runner:
             ValueError: wrong shape or dtype.
         """
         x = np.asarray(x)
-        if x.dtype != np.float32 or x.shape[1:] != self.input_shape or not 0 < len(x) <= self.batch_size:
-            raise ValueError(f"{self.name}: expected float32 (<= {self.batch_size}, "
-                             f"{', '.join(map(str, self.input_shape))}), got {x.dtype} {x.shape}")
+        if (
+            x.dtype != np.float32
+            or x.shape[1:] != self.input_shape
+            or not 0 < len(x) <= self.batch_size
+        ):
+            raise ValueError(
+                f"{self.name}: expected float32 (<= {self.batch_size}, "
+                f"{', '.join(map(str, self.input_shape))}), got {x.dtype} {x.shape}"
+            )
         n = len(x)
         if n < self.batch_size:
             x = np.concatenate([x, np.zeros((self.batch_size - n, *self.input_shape), np.float32)])

@@ -25,5 +25,10 @@ def signoff(results, min_top1_agreement, max_accuracy_drop):
 
 def _check(name, value, op, limit):
     passed = value >= limit if op == ">=" else value <= limit
-    return {"name": name, "value": round(float(value), 6), "op": op, "limit": limit,
-            "passed": bool(passed)}
+    return {
+        "name": name,
+        "value": round(float(value), 6),
+        "op": op,
+        "limit": limit,
+        "passed": bool(passed),
+    }

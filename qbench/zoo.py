@@ -180,8 +180,15 @@ def _load_registry(spec):
         module, weights = _torchvision(spec.name)
     if weights == "random":
         log.warning("model %s: no pretrained weights available; using RANDOM weights", spec.name)
-    return LoadedModel(spec.name, module, spec.input_shape, spec.preprocess, weights,
-                       state_digest(module), imagenet_categories())
+    return LoadedModel(
+        spec.name,
+        module,
+        spec.input_shape,
+        spec.preprocess,
+        weights,
+        state_digest(module),
+        imagenet_categories(),
+    )
 
 
 def _lite0():
@@ -242,11 +249,12 @@ def _load_python(spec_text):
         names = [n for n in dir(mod) if callable(getattr(mod, n)) and not n.startswith("_")]
         raise UserError(f"--model {spec_text}: no function {func_name!r}; found: {names}")
     result = func()
-    module, extra = (result if isinstance(result, tuple) else (result, {}))
+    module, extra = result if isinstance(result, tuple) else (result, {})
     if not isinstance(extra, dict):
         extra = {"input_shape": extra}
-    pre = Preprocess(mean=tuple(extra.get("mean", IMAGENET_MEAN)),
-                     std=tuple(extra.get("std", IMAGENET_STD)))
+    pre = Preprocess(
+        mean=tuple(extra.get("mean", IMAGENET_MEAN)), std=tuple(extra.get("std", IMAGENET_STD))
+    )
     shape = extra.get("input_shape")
     shape = tuple(shape[-3:]) if shape else None
     if shape:
@@ -261,8 +269,11 @@ def _load_exported(path):
         raise UserError(f"--model {path}: file not found")
     ep = torch.export.load(path)
     module = ep.module()
-    shapes = [n.meta["val"].shape for n in ep.graph.nodes
-              if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
+    shapes = [
+        n.meta["val"].shape
+        for n in ep.graph.nodes
+        if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs
+    ]
     shape = tuple(shapes[0][1:]) if len(shapes) == 1 and len(shapes[0]) == 4 else None
     pre = Preprocess(crop=shape[-1], resize=round(shape[-1] / 0.875)) if shape else Preprocess()
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()

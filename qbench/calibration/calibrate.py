@@ -40,8 +40,43 @@ def load_cached(cache_dir, key):
 
 def save_cached(cache_dir, key, ranges, meta):
     """Write ranges and their provenance to the cache atomically."""
-    write_json(Path(cache_dir) / f"{key}.json",
-               {"meta": meta, "ranges": {n: r.to_dict() for n, r in ranges.items()}})
+    write_json(
+        Path(cache_dir) / f"{key}.json",
+        {"meta": meta, "ranges": {n: r.to_dict() for n, r in ranges.items()}},
+    )
+
+
+def calibrate_module(mod, layers, batches, config, target, input_shape, batch_size, total=None):
+    """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range.
+
+    Args:
+        mod: FP32 ``tvm.IRModule`` (``frontend.import_model``).
+        layers: its ``graph.Layer`` list.
+        batches: iterable of (x, n_valid): x float32 (batch_size, C, H, W), rows past
+            n_valid are padding and ignored.
+        config: ``QuantConfig`` (mode and parameters).
+        target: TVM target dict.
+        input_shape: (C, H, W).
+        batch_size: static N the graph was exported with.
+        total: number of batches, for the progress bar.
+
+    Returns:
+        ``Range`` by layer name.
+    """
+    from .. import build
+    from ..graph import observer_module
+    from ..runners import TVMRunner
+
+    observer = TVMRunner(
+        build.build(observer_module(mod), target),
+        build.device_for(target),
+        batch_size,
+        input_shape,
+        "observer",
+    )
+    return collect_ranges(
+        observer, batches, layers, config.calib_mode, config.collector_params(), total
+    )
 
 
 def collect_ranges(observer, batches, layers, mode, params, total=None):
@@ -50,7 +85,7 @@ def collect_ranges(observer, batches, layers, mode, params, total=None):
     Args:
         observer: a runner whose ``infer_all(x)`` returns (output, input of layer 0, ...),
             built from ``graph.observer_module``.
-        batches: iterable of float32 (N, C, H, W) arrays, already full-size.
+        batches: iterable of (x, n_valid), x float32 (N, C, H, W) full-size.
         layers: the ``graph.Layer`` list, in the observer's output order.
         mode, params: calibration mode and collector parameters.
         total: number of batches, for the progress bar.
@@ -59,9 +94,10 @@ def collect_ranges(observer, batches, layers, mode, params, total=None):
         ``Range`` by layer name.
     """
     collectors = [make_collector(mode, **params) for _ in layers]
-    for b, (x, n_valid) in enumerate(tqdm(batches, total=total, desc=f"calibrate ({mode})",
-                                           unit="batch", leave=False)):
+    for b, (x, n_valid) in enumerate(
+        tqdm(batches, total=total, desc=f"calibrate ({mode})", unit="batch", leave=False)
+    ):
         outputs = observer.infer_all(x)[1:]
-        for collector, act in zip(collectors, outputs):
+        for collector, act in zip(collectors, outputs, strict=True):
             collector.update(act[:n_valid], batch=b)
-    return {layer.name: c.compute_range() for layer, c in zip(layers, collectors)}
+    return {layer.name: c.compute_range() for layer, c in zip(layers, collectors, strict=True)}

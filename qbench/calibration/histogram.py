@@ -51,7 +51,7 @@ class AbsHistogram:
             else:
                 merged = self.counts.reshape(-1, factor).sum(axis=1)
             self.counts = np.zeros(NUM_BINS, dtype=np.int64)
-            self.counts[:merged.size] = merged
+            self.counts[: merged.size] = merged
         self.top = new_top
 
     def counts_with_zeros(self):

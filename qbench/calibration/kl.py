@@ -31,7 +31,7 @@ def smooth(dist, eps=1e-4):
 
 
 def _quantized(sliced, nonzero, num_quantized_bins):
-    """Q: ``sliced`` merged into ``num_quantized_bins`` groups, spread back over ``nonzero`` bins."""
+    """Q: ``sliced`` merged into ``num_quantized_bins`` groups, spread over ``nonzero`` bins."""
     starts = np.linspace(0, sliced.size, num_quantized_bins + 1).astype(np.int64)[:-1]
     sums = np.add.reduceat(sliced, starts)
     counts = np.add.reduceat(nonzero.astype(np.int64), starts)

@@ -16,7 +16,7 @@ INT8_MAX = 127
 
 @dataclass(frozen=True)
 class ActivationParams:
-    """Affine uint8 parameters of one activation tensor: scale > 0 (float), zero_point in [0, 255]."""
+    """Affine uint8 parameters of one activation: scale > 0 (float), zero_point in [0, 255]."""
 
     scale: float
     zero_point: int
@@ -65,7 +65,7 @@ def quantize_weight(w, channel_axis, per_channel):
     per_row = scale if per_channel else np.repeat(scale, flat.shape[0])
     q = np.clip(np.round(flat / per_row[:, None]), -INT8_MAX, INT8_MAX).astype(np.int8)
     err = flat - q * per_row[:, None]
-    signal, noise = (flat ** 2).sum(axis=1), (err ** 2).sum(axis=1)
+    signal, noise = (flat**2).sum(axis=1), (err**2).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         sqnr = np.where(noise > 0, 10 * np.log10(signal / noise), np.inf)
     collapsed = np.flatnonzero((np.abs(flat).max(axis=1) > 0) & (np.abs(q).max(axis=1) == 0))

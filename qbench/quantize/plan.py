@@ -16,7 +16,8 @@ def check_skip_layers(skip, layers):
     if bad:
         raise UserError(
             f"--skip-layers {bad}: no such layer; valid: indices 0..{len(layers) - 1} or "
-            f"names such as {', '.join(sorted(names)[:6])} (see the report's layer table)")
+            f"names such as {', '.join(sorted(names)[:6])} (see the report's layer table)"
+        )
 
 
 def make_plans(layers, ranges, config):

@@ -82,8 +82,15 @@ def _const(array, dtype):
 def _quantize(emit, x, act, axis):
     from tvm.relax import op
 
-    return emit(op.quantize(x, _const(act.scale, "float32"), _const(act.zero_point, "uint8"),
-                            axis=axis, out_dtype="uint8"))
+    return emit(
+        op.quantize(
+            x,
+            _const(act.scale, "float32"),
+            _const(act.zero_point, "uint8"),
+            axis=axis,
+            out_dtype="uint8",
+        )
+    )
 
 
 def _channel_shape(kind, n):
@@ -102,14 +109,25 @@ def _integer(emit, call, kind, plan):
             top, left, bottom, right = padding
             x = emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
             padding = [0, 0, 0, 0]
-        acc = emit(op.nn.conv2d(
-            _quantize(emit, x, act, 1), _const(weight.q, "int8"), attrs.strides, padding,
-            attrs.dilation, int(attrs.groups), attrs.data_layout, attrs.kernel_layout,
-            attrs.out_layout, out_dtype="int32"))
+        acc = emit(
+            op.nn.conv2d(
+                _quantize(emit, x, act, 1),
+                _const(weight.q, "int8"),
+                attrs.strides,
+                padding,
+                attrs.dilation,
+                int(attrs.groups),
+                attrs.data_layout,
+                attrs.kernel_layout,
+                attrs.out_layout,
+                out_dtype="int32",
+            )
+        )
         sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3))
     else:
-        acc = emit(op.matmul(_quantize(emit, x, act, -1), _const(weight.q, "int8"),
-                             out_dtype="int32"))
+        acc = emit(
+            op.matmul(_quantize(emit, x, act, -1), _const(weight.q, "int8"), out_dtype="int32")
+        )
         sums = weight.q.astype(np.int64).sum(axis=0)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
@@ -124,8 +142,14 @@ def _simulated(emit, call, kind, plan):
 
     act, weight = plan.act, plan.weight
     x_q = _quantize(emit, call.args[0], act, 1 if kind == "conv2d" else -1)
-    x_dq = emit(op.dequantize(x_q, _const(act.scale, "float32"),
-                              _const(act.zero_point, "uint8"), axis=1 if kind == "conv2d" else -1))
+    x_dq = emit(
+        op.dequantize(
+            x_q,
+            _const(act.scale, "float32"),
+            _const(act.zero_point, "uint8"),
+            axis=1 if kind == "conv2d" else -1,
+        )
+    )
     axis = 0 if kind == "conv2d" else -1
     n = weight.q.shape[axis]
     scale = np.broadcast_to(weight.scale, (n,))

@@ -1,0 +1,82 @@
+"""Shared test plumbing: quantize a tiny PyTorch model through qbench's own stages."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from qbench import build, frontend, graph, zoo
+from qbench.calibration.calibrate import calibrate_module
+from qbench.quantize import QuantConfig
+from qbench.quantize.plan import make_plans
+from qbench.quantize.rewrite import rewrite
+from qbench.runners import TVMRunner
+
+LLVM = {"kind": "llvm"}
+
+
+@dataclass
+class Quantized:
+    module: torch.nn.Module
+    layers: list
+    ranges: dict
+    plans: list
+    fp32_mod: object
+    int8_mod: object
+
+    def run(self, which, x):
+        mod = self.fp32_mod if which == "fp32" else self.int8_mod
+        runner = TVMRunner(
+            build.build(mod, LLVM), build.device_for(LLVM), len(x), x.shape[1:], which
+        )
+        return runner.infer(np.ascontiguousarray(x, np.float32))
+
+
+def loaded(module, shape):
+    """A ``LoadedModel`` around a tiny module, (C, H, W) ``shape``."""
+    return zoo.LoadedModel("tiny", module.eval(), tuple(shape), zoo.Preprocess(), "test", "0")
+
+
+def quantize_tiny(module, calib, config=None, **config_kwargs):
+    """Import ``module``, calibrate on ``calib`` (list of float32 (N, C, H, W)), rewrite.
+
+    The first conv is quantized too unless the config says otherwise.
+    """
+    config = config or QuantConfig(**{"skip_first": False, "calib_mode": "max", **config_kwargs})
+    n, shape = calib[0].shape[0], calib[0].shape[1:]
+    imported = frontend.import_model(loaded(module, shape), n)
+    layers = graph.find_layers(imported.mod, imported.layer_names)
+    batches = [(np.asarray(x, np.float32), n) for x in calib]
+    ranges = calibrate_module(imported.mod, layers, batches, config, LLVM, shape, n)
+    plans = make_plans(layers, ranges, config)
+    int8 = rewrite(imported.mod, plans, simulate=config.simulate)
+    return Quantized(module, layers, ranges, plans, imported.mod, int8)
+
+
+def torch_out(module, x):
+    with torch.no_grad():
+        return module(torch.from_numpy(np.asarray(x, np.float32))).numpy()
+
+
+def integer_gemm_kernels(mod, target=None):
+    """Names of the lowered kernels that compute conv2d/matmul with uint8 and int8 operands
+    and an int32 accumulator: the proof that a build really computes in integers."""
+    import re
+
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target(target or LLVM)
+    with target:
+        lowered = relax.get_default_pipeline(target)(mod)
+    found = []
+    for gvar, func in lowered.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        head, _, body = func.script().partition("T.func_attr")
+        int32_acc = re.search(
+            r'(conv2d\w*|matmul\w*) = T\.sblock_alloc_buffer\([^\n]*"int32"\)', body
+        ) or re.search(r'(conv2d\w*|matmul\w*): T\.Buffer\([^\n]*"int32"\)', head)
+        if '"uint8")' in head and '"int8")' in head and int32_acc:
+            found.append(str(gvar))
+    return found

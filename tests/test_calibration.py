@@ -1,0 +1,135 @@
+"""Calibration oracles: every expected range is recomputed here with numpy."""
+
+import numpy as np
+import pytest
+
+from qbench.calibration import make_collector
+from qbench.calibration.histogram import NUM_BINS, AbsHistogram
+from qbench.calibration.kl import kl_threshold
+
+RNG = np.random.default_rng(1234)
+UNIFORM = RNG.uniform(-3.0, 5.0, 100_000)
+GAUSS = RNG.standard_normal(200_000)
+RELU_OUTLIERS = np.concatenate([np.maximum(RNG.standard_normal(100_000), 0), [40.0, 55.0]])
+
+
+def collect(mode, x, batches=1, **params):
+    c = make_collector(mode, **params)
+    for i, part in enumerate(np.array_split(x, batches)):
+        c.update(part, batch=i)
+    return c
+
+
+@pytest.mark.parametrize("x", [UNIFORM, GAUSS, RELU_OUTLIERS], ids=["uniform", "gauss", "relu"])
+def test_max_is_numpy_min_max(x):
+    r = collect("max", x, batches=7).compute_range()
+    assert (r.lo, r.hi) == (x.min(), x.max())
+
+
+@pytest.mark.parametrize("p", [99.0, 99.9, 99.999])
+@pytest.mark.parametrize("x", [UNIFORM, GAUSS, RELU_OUTLIERS], ids=["uniform", "gauss", "relu"])
+def test_percentile_matches_numpy_within_one_bin(x, p):
+    c = collect("percentile", x, batches=5, percentile=p)
+    r = c.compute_range()
+    expected = np.percentile(np.abs(x), p, method="inverted_cdf")  # the sample at the CDF step
+    threshold = max(r.hi, -r.lo)  # the clip t, seen on whichever side reaches it
+    assert abs(threshold - expected) <= c.hist.bin_width + 1e-12
+    assert (r.lo, r.hi) == (max(x.min(), -threshold), min(x.max(), threshold))
+
+
+def test_percentile_clips_relu_outliers():
+    r = collect("percentile", RELU_OUTLIERS, percentile=99.99).compute_range()
+    assert r.lo == 0.0 and 3.0 < r.hi < 5.0  # the outliers 40 and 55 are clipped
+
+
+def test_kl_gaussian_threshold_between_3_and_4_5_sigma():
+    r = collect("kl_divergence", GAUSS, batches=10).compute_range()
+    assert 3.0 <= r.hi <= 4.5
+    assert r.hi < np.abs(GAUSS).max()
+
+
+def test_kl_clips_relu_outliers_but_keeps_the_bulk():
+    r = collect("kl_divergence", RELU_OUTLIERS).compute_range()
+    assert r.lo == 0.0
+    assert np.mean(RELU_OUTLIERS <= r.hi) > 0.99 and r.hi < 40.0
+
+
+def test_global_scale_fixed_range():
+    assert (
+        collect("global_scale", GAUSS).compute_range().lo,
+        collect("global_scale", GAUSS).compute_range().hi,
+    ) == (-8.0, 8.0)
+    r = collect("global_scale", RELU_OUTLIERS, global_scale=4.0).compute_range()
+    assert (r.lo, r.hi) == (0.0, 4.0)
+
+
+@pytest.mark.parametrize("mode", ["max", "percentile", "kl_divergence", "global_scale"])
+def test_streaming_equals_one_batch(mode):
+    # Batches grow in magnitude so that the histogram range doubles several times.
+    x = np.concatenate([RNG.standard_normal(20_000) * s for s in (0.01, 1.0, 30.0, 700.0)])
+    one = collect(mode, x, batches=1).compute_range()
+    many = collect(mode, x, batches=13).compute_range()
+    assert (one.lo, one.hi) == (many.lo, many.hi)
+
+
+def test_histogram_bins_match_numpy_after_growth():
+    x = np.concatenate([RNG.uniform(0, 0.3, 5000), RNG.uniform(-9, 9, 5000)])
+    h = AbsHistogram()
+    for part in np.array_split(x, 9):
+        h.update(part)
+    assert h.top == 16.0  # smallest power of two strictly above max |x| (< 9)
+    expected = np.histogram(np.abs(x), bins=NUM_BINS, range=(0, 16.0))[0]
+    assert np.array_equal(h.counts_with_zeros(), expected)
+
+
+def test_histogram_memory_does_not_grow():
+    h = AbsHistogram()
+    for _ in range(50):
+        h.update(RNG.standard_normal(1000))
+    assert h.counts.shape == (NUM_BINS,)
+
+
+def test_c11a_constant_values_kl_threshold_is_the_value():
+    r = collect("kl_divergence", np.full(1000, 2.0)).compute_range()
+    assert r.hi == 2.0 and np.isfinite(r.lo)
+
+
+def test_c11b_all_zero_first_batch_then_randn():
+    batches = [np.zeros((4, 8, 6, 6))] + [
+        np.maximum(RNG.standard_normal((4, 8, 6, 6)), 0) for _ in range(3)
+    ]
+    streamed = make_collector("kl_divergence")
+    for i, b in enumerate(batches):
+        streamed.update(b, batch=i)
+    at_once = make_collector("kl_divergence")
+    at_once.update(np.concatenate(batches))
+    assert np.array_equal(streamed.hist.counts, at_once.hist.counts)
+    assert streamed.hist.zeros == at_once.hist.zeros == int(np.sum(np.concatenate(batches) == 0))
+    r = streamed.compute_range()
+    assert r.hi > 0 and np.isfinite(r.hi)
+
+
+def test_c12_nonfinite_values_are_excluded_and_recorded():
+    batches = [RNG.standard_normal((4, 3, 8, 8)) for _ in range(4)]
+    batches[1][0, 0, 0, 0] = np.nan
+    batches[3][2, 1, 3, 3] = np.inf
+    for mode in ("max", "percentile", "kl_divergence"):
+        c = make_collector(mode)
+        for i, b in enumerate(batches):
+            c.update(b, batch=i)
+        r = c.compute_range()
+        finite = np.concatenate([b[np.isfinite(b)] for b in batches])
+        assert np.isfinite([r.lo, r.hi]).all() and r.hi > 0
+        assert (r.observed_min, r.observed_max) == (finite.min(), finite.max())
+        assert r.nonfinite == 2 and r.nonfinite_batches == [1, 3]
+
+
+def test_kl_threshold_on_narrow_histogram_keeps_everything():
+    counts = np.zeros(NUM_BINS, dtype=np.int64)
+    counts[:100] = 10
+    assert kl_threshold(counts, 0.5, 128) == 50.0
+
+
+def test_unknown_mode_lists_valid_choices():
+    with pytest.raises(ValueError, match="kl_divergence"):
+        make_collector("entropy")

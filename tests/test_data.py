@@ -1,0 +1,87 @@
+"""Image sources and the calibration/evaluation split."""
+
+import csv
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from qbench import data
+from qbench.errors import UserError
+from qbench.zoo import Preprocess
+
+PRE = Preprocess(resize=36, crop=32)
+
+
+def _write_images(folder, n, size=(40, 48)):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    names = []
+    for i in range(n):
+        name = f"img{i}.png"
+        Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(folder / name)
+        names.append(name)
+    return names
+
+
+def test_flat_folder_with_labels_csv(tmp_path):
+    names = _write_images(tmp_path, 6)
+    with open(tmp_path / "labels.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        w.writerows([n, i * 10] for i, n in enumerate(names))
+    images = data.open_source(str(tmp_path))
+    assert len(images) == 6 and images.labels == [0, 10, 20, 30, 40, 50]
+    x, y = next(data.batches(images, [5, 0], PRE, 4))
+    assert x.shape == (2, 3, 32, 32) and x.dtype == np.float32 and y.tolist() == [50, 0]
+
+
+def test_imagefolder_with_numeric_class_folders(tmp_path):
+    _write_images(tmp_path / "7", 2)
+    _write_images(tmp_path / "42", 3)
+    images = data.open_source(str(tmp_path))
+    assert sorted(images.labels) == [7, 7, 42, 42, 42]
+
+
+def test_split_is_disjoint_and_deterministic():
+    images = data.open_source("synthetic", needed=30)
+    a = data.split(images, 10, 15, seed=3)
+    assert not set(a.calib) & set(a.eval) and len(a.calib) == 10 and len(a.eval) == 15
+    assert a == data.split(images, 10, 15, seed=3) != data.split(images, 10, 15, seed=4)
+
+
+def test_split_too_large_is_a_user_error():
+    images = data.open_source("synthetic", needed=10)
+    with pytest.raises(UserError, match="has 10 images"):
+        data.split(images, 8, 8)
+
+
+def test_embedded_default_is_labelled_imagenet_photos():
+    images = data.open_source(None)
+    assert len(images) == 20 and not images.synthetic
+    assert all(0 <= label < 1000 for label in images.labels)
+    x, _ = next(data.batches(images, [0], Preprocess(), 1))
+    assert x.shape == (1, 3, 224, 224)
+
+
+def test_imagenet_sample_labels_are_read(imagenet_sample):
+    images = data.open_source(str(imagenet_sample))
+    assert len(images) == 250 and images.labels[:2] == [0, 4]
+
+
+def test_hf_source_from_saved_dataset(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(0)
+    imgs = [Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)) for _ in range(12)]
+    ds = datasets.Dataset.from_dict({"image": imgs, "label": list(range(12))})
+    ds = ds.cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "ds"))
+    images = data.open_source(f"hf:{tmp_path / 'ds'}:train", seed=0, needed=8)
+    assert len(images) == 8 and set(images.labels) <= set(range(12))
+    x, y = next(data.batches(images, list(range(8)), PRE, 8))
+    assert x.shape == (8, 3, 32, 32) and len(set(y.tolist())) == 8
+
+
+def test_missing_folder_names_valid_choices(tmp_path):
+    with pytest.raises(UserError, match="synthetic"):
+        data.open_source(str(tmp_path / "nope"))

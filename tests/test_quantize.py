@@ -1,0 +1,122 @@
+"""The INT8 rewrite on tiny seeded models, against PyTorch and against the simulated graph."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import integer_gemm_kernels, quantize_tiny, torch_out
+from torch import nn
+
+from qbench.quantize import QuantConfig
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(4, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        return torch.relu(y + self.b(y))
+
+
+class Concat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (
+            nn.Conv2d(4, 4, 1),
+            nn.Conv2d(4, 6, 3, padding=1),
+            nn.Conv2d(10, 5, 1),
+        )
+
+    def forward(self, x):
+        return self.c(torch.cat([torch.relu(self.a(x)), self.b(x)], dim=1))
+
+
+def _models():
+    torch.manual_seed(0)
+    return {
+        "conv": (
+            nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3)),
+            (4, 10, 10),
+        ),
+        "depthwise": (
+            nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU6(), nn.Conv2d(8, 4, 1)),
+            (8, 9, 9),
+        ),
+        "grouped_strided": (
+            nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=4)),
+            (8, 12, 12),
+        ),
+        "linear": (
+            nn.Sequential(nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 10)),
+            (3, 4, 4),
+        ),
+        "residual": (Residual(), (4, 8, 8)),
+        "concat": (Concat(), (4, 8, 8)),
+        "pooling": (
+            nn.Sequential(
+                nn.Conv2d(3, 8, 3),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(8, 8, 1),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(8, 5),
+            ),
+            (3, 12, 12),
+        ),
+    }
+
+
+MODELS = _models()
+
+
+def _data(shape, n=4, batches=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, *shape)).astype(np.float32) for _ in range(batches)]
+
+
+def _rel_err(a, ref):
+    return np.abs(a - ref).max() / np.abs(ref).max()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_int8_close_to_pytorch_and_simulation(name):
+    module, shape = MODELS[name]
+    calib = _data(shape)
+    x = _data(shape, seed=99, batches=1)[0]
+    ref = torch_out(module, x)
+    q = quantize_tiny(module, calib)
+    int8 = q.run("int8", x)
+    assert all(p.quantized for p in q.plans)
+    assert _rel_err(int8, ref) < 0.05  # 8-bit: about 1 % of the range per layer
+    sim = quantize_tiny(module, calib, simulate=True)
+    assert np.abs(sim.run("int8", x) - int8).max() <= 1e-3 * np.abs(ref).max()
+
+
+def test_built_int8_module_computes_in_integers_and_simulation_does_not():
+    module, shape = MODELS["linear"]
+    calib = _data(shape)
+    assert len(integer_gemm_kernels(quantize_tiny(module, calib).int8_mod)) == 2
+    assert integer_gemm_kernels(quantize_tiny(module, calib, simulate=True).int8_mod) == []
+    conv, cshape = MODELS["depthwise"]
+    assert len(integer_gemm_kernels(quantize_tiny(conv, _data(cshape)).int8_mod)) == 2
+
+
+def test_first_conv_skipped_by_default_and_skip_by_name():
+    module, shape = MODELS["conv"]
+    q = quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max"))
+    assert [p.quantized for p in q.plans] == [False, True]
+    assert "first conv" in q.plans[0].reason
+    q = quantize_tiny(
+        module, _data(shape), QuantConfig(calib_mode="max", skip_first=False, skip_layers=("2",))
+    )
+    assert [p.quantized for p in q.plans] == [True, False]
+
+
+def test_unknown_skip_layer_is_a_user_error():
+    from qbench.errors import UserError
+
+    module, shape = MODELS["conv"]
+    with pytest.raises(UserError, match="no such layer"):
+        quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max", skip_layers=(7,)))
