@@ -1,6 +1,7 @@
 """Atomic file writes: a reader never sees a half-written report or cache entry."""
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -25,6 +26,54 @@ def write_text(path, text):
         raise
 
 
+def to_json(obj):
+    """Indented JSON text of ``obj``; NaN and infinity, which JSON lacks, become ``null``."""
+    return json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n"
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def write_json(path, obj):
     """Write ``obj`` as indented JSON to ``path`` atomically."""
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
+    write_text(path, to_json(obj))
+
+
+def write_folder(path, files):
+    """Create the folder ``path`` holding ``files`` (name -> text) all at once.
+
+    The files are written into a temporary sibling folder that is then renamed, so the
+    folder appears complete or not at all. When ``path`` exists, ``-2``, ``-3``, ... is
+    appended.
+
+    Returns:
+        The folder created, a ``Path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        final, n = path, 1
+        while True:
+            try:
+                os.rename(tmp, final)
+                return final
+            except OSError:
+                if not final.exists():
+                    raise
+                n += 1
+                final = path.with_name(f"{path.name}-{n}")
+    except BaseException:
+        for f in tmp.glob("*"):
+            f.unlink()
+        tmp.rmdir()
+        raise

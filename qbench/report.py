@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import __version__
-from .atomic import write_json, write_text
+from .atomic import to_json, write_folder
 from .graph import op_counts
 
 SCHEMA_VERSION = 1
@@ -284,6 +284,4 @@ def write_reports(report, root="reports"):
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]["name"]).name)
     out = Path(root) / f"{stamp}-{name}-{report['environment']['target']['kind']}"
-    write_json(out / "report.json", report)
-    write_text(out / "report.md", render_markdown(report))
-    return out
+    return write_folder(out, {"report.json": to_json(report), "report.md": render_markdown(report)})

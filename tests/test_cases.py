@@ -204,3 +204,54 @@ def test_c13_all_zero_depthwise_channel_is_exact():
     assert np.all(out[:, 3] == model.bias[3].item())
     ref = torch_out(model, x)
     assert np.abs(out - ref).max() <= 0.05 * np.abs(ref).max()
+
+
+def test_c09b_squeeze_excitation_error_within_output_scales():
+    class SE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(19)
+            self.pool, self.act = nn.AdaptiveAvgPool2d(1), nn.Hardsigmoid()
+            self.down, self.up = nn.Conv2d(16, 4, 1), nn.Conv2d(4, 16, 1)
+
+        def forward(self, x):
+            return x * self.act(self.up(torch.relu(self.down(self.pool(x)))))
+
+    model = SE().eval()
+    calib = [randn(2, 16, 8, 8, seed=s) for s in range(8)]
+    x = randn(2, 16, 8, 8, seed=77)
+    ref = torch_out(model, x)
+    out = quantize_tiny(model, calib).run("int8", x)
+    all_ref = np.concatenate([torch_out(model, c) for c in calib])
+    output_scale = (all_ref.max() - min(all_ref.min(), 0)) / 255  # uint8 step of the output
+    assert np.abs(out - ref).max() <= 1.5 * output_scale
+
+
+def c10_model():
+    torch.manual_seed(10)
+    dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+    with torch.no_grad():
+        dw.weight.mul_(
+            torch.tensor(10 ** (-3 * np.arange(32) / 31), dtype=torch.float32).view(32, 1, 1, 1)
+        )
+    return nn.Sequential(
+        dw, nn.BatchNorm2d(32), nn.ReLU(), nn.Conv2d(32, 10, 1), nn.AdaptiveAvgPool2d(1)
+    ).eval()
+
+
+def test_c10_depthwise_weights_spanning_decades():
+    model = c10_model()
+    calib = [randn(1, 32, 16, 16, seed=s) for s in range(16)]
+    dw_only = model[:1]  # per-channel SQNR is measured at the depthwise output
+    x = randn(1, 32, 16, 16, seed=200)
+    q = quantize_tiny(dw_only, calib)
+    assert per_channel_sqnr(torch_out(dw_only, x), q.run("int8", x)).min() >= 30.0
+    per_tensor = quantize_tiny(model, calib, per_channel=False).plans[0].weight.collapsed
+    w = (
+        model[0].weight.detach().numpy()
+        * (model[1].weight / torch.sqrt(model[1].running_var + model[1].eps))
+        .detach()
+        .numpy()[:, None, None, None]
+    )
+    amax = np.abs(w).reshape(32, -1).max(1)
+    assert per_tensor == np.flatnonzero(amax < 0.5 * amax.max() / 127).tolist() and per_tensor
