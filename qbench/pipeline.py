@@ -94,7 +94,9 @@ def run(opts):
     from .report import build_report
 
     report = build_report(context, results, time.time() - started)
-    report["signoff"] = signoff(results, opts.min_top1_agreement, opts.max_accuracy_drop)
+    report["signoff"] = signoff(
+        results, opts.min_top1_agreement, opts.max_accuracy_drop, model.random_weights
+    )
     return report
 
 

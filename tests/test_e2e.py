@@ -17,27 +17,10 @@ def _only_report(folder):
 
 
 def test_efficientnet_lite0_kl_on_real_photos(tmp_path, imagenet_sample):
-    code = main(
-        [
-            "run",
-            "--model",
-            "efficientnet_lite0",
-            "--target",
-            "llvm",
-            "--calib-mode",
-            "kl_divergence",
-            "--data",
-            str(imagenet_sample),
-            "--calib-size",
-            "32",
-            "--eval-size",
-            "64",
-            "--cache-dir",
-            str(tmp_path / "cal"),
-            "--reports-dir",
-            str(tmp_path / "rep"),
-        ]
-    )
+    args = "run --model efficientnet_lite0 --target llvm --calib-mode kl_divergence"
+    sizes = "--calib-size 32 --eval-size 64"
+    dirs = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    code = main(args.split() + ["--data", str(imagenet_sample)] + sizes.split() + dirs)
     report = _only_report(tmp_path / "rep")
     assert code == (0 if report["signoff"]["verdict"] == "PASS" else 1)
     assert report["model"]["random_weights"] is False
@@ -53,25 +36,10 @@ def test_resnet18_random_weights_are_flagged(tmp_path, capsys):
 
     if list((Path(torch.hub.get_dir()) / "checkpoints").glob("resnet18-*.pth")):
         pytest.skip("resnet18 weights are in the torch hub cache here")
-    main(
-        [
-            "run",
-            "--model",
-            "resnet18",
-            "--target",
-            "llvm",
-            "--calib-size",
-            "2",
-            "--eval-size",
-            "2",
-            "--batch-size",
-            "1",
-            "--cache-dir",
-            str(tmp_path / "cal"),
-            "--reports-dir",
-            str(tmp_path / "rep"),
-        ]
-    )
+    args = "run --model resnet18 --target llvm --calib-size 2 --eval-size 2 --batch-size 1"
+    dirs = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    code = main(args.split() + dirs)
     report = _only_report(tmp_path / "rep")
     assert report["model"]["weights"] == "random" and report["model"]["random_weights"]
+    assert code == 1 and report["signoff"]["verdict"] == "FAIL"  # never signed off
     assert "weights: RANDOM" in capsys.readouterr().out
