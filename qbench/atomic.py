@@ -20,6 +20,7 @@ def write_text(path, text):
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, _umask_mode(0o666))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -46,6 +47,28 @@ def write_json(path, obj):
     write_text(path, to_json(obj))
 
 
+def check_writable(folder, flag):
+    """Create ``folder`` if needed and prove a file can be written there.
+
+    Raises:
+        UserError: naming ``flag`` (the command-line option) and the reason.
+    """
+    from .errors import UserError
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise UserError(f"{flag} {folder}: not a writable folder ({e.strerror})") from e
+
+
+def _umask_mode(mode):
+    current = os.umask(0)
+    os.umask(current)
+    return mode & ~current
+
+
 def write_folder(path, files):
     """Create the folder ``path`` holding ``files`` (name -> text) all at once.
 
@@ -62,6 +85,8 @@ def write_folder(path, files):
     try:
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
+            (tmp / name).chmod(_umask_mode(0o666))
+        tmp.chmod(_umask_mode(0o777))
         final, n = path, 1
         while True:
             try:

@@ -47,13 +47,37 @@ def parse_target(text, threads):
             target = json.loads(text)
         except json.JSONDecodeError as e:
             raise UserError(f"--target {text}: invalid JSON ({e})") from e
-        if target.get("kind") not in TARGET_KINDS:
-            raise UserError(f"--target {text}: kind must be one of {TARGET_KINDS}")
-        return target
+        return _check_target_dict(target, text)
     raise UserError(
         f"--target {text!r}: unknown; valid: llvm, cuda, or a JSON target dict "
         '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')'
     )
+
+
+def _check_target_dict(target, text):
+    """Refuse JSON targets this machine cannot build for and run."""
+    import platform
+
+    from tvm.target import codegen
+
+    kind = target.get("kind") if isinstance(target, dict) else None
+    if kind not in TARGET_KINDS:
+        raise UserError(f"--target {text}: kind must be one of {TARGET_KINDS}")
+    if kind == "cuda":
+        target.setdefault("arch", _cuda_arch())
+        return target
+    triple = target.get("mtriple", codegen.llvm_get_system_triple())
+    if not triple.startswith(platform.machine()):
+        raise UserError(
+            f"--target {text}: mtriple {triple} cannot run on this "
+            f"{platform.machine()} machine (remote targets are not supported yet)"
+        )
+    if "mcpu" in target and not codegen.llvm_is_valid_cpu(target["mcpu"], triple):
+        raise UserError(
+            f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for "
+            f"{triple}; this machine is {codegen.llvm_get_system_cpu()!r}"
+        )
+    return target
 
 
 def _cuda_arch():

@@ -1,18 +1,24 @@
-"""Command line: ``qbench run`` and ``qbench models``. Exit codes: 0 pass, 1 sign-off
-failure, 2 usage or input error."""
+"""Command line: ``qbench run`` and ``qbench models``. Exit codes: 0 sign-off pass,
+1 sign-off failure, 2 usage or input error, 3 internal error (a bug), 130 interrupted."""
 
 import argparse
 import logging
+import math
 import os
 import sys
+import traceback
 
 from .errors import QBenchError, UserError
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+MIN_REPEAT = 20
 
 
 def _parser():
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="qbench", description=__doc__)
+    p.add_argument("--version", action="version", version=f"qbench {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     models = sub.add_parser("models", help="list registered models")
     models.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
@@ -40,7 +46,7 @@ def _parser():
         help="CPU threads for TVM and PyTorch alike",
     )
     r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
-    r.add_argument("--repeat", type=int, default=20, help="timed runs (>= 20 for sign-off)")
+    r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
     from .calibration import MODES
 
     r.add_argument("--calib-mode", default="kl_divergence", choices=list(MODES))
@@ -67,13 +73,48 @@ def _skip_list(text):
     return tuple(int(s) if s.strip().isdigit() else s.strip() for s in text.split(",") if s.strip())
 
 
+def _check_args(args):
+    """Reject bad option values before anything slow runs.
+
+    Raises:
+        UserError: names the flag, the value and the valid range.
+    """
+    limits = [
+        ("batch_size", 1, None),
+        ("threads", 1, None),
+        ("repeat", MIN_REPEAT, None),
+        ("warmup", 0, None),
+        ("seed", 0, None),
+        ("calib_size", 1, None),
+        ("eval_size", 1, None),
+        ("percentile", 0, 100),
+        ("global_scale", 0, None),
+        ("min_top1_agreement", 0, 1),
+        ("max_accuracy_drop", 0, 100),
+    ]
+    for name, lo, hi in limits:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        bad = not math.isfinite(value) or value < lo or (hi is not None and value > hi)
+        bad = bad or (name in ("percentile", "global_scale") and value <= 0)
+        if bad:
+            valid = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {value}: must be a finite number {valid}")
+    if args.std and min(abs(v) for v in args.std) == 0:
+        raise UserError(f"--std {args.std}: every value must be non-zero")
+    if args.input_shape and min(args.input_shape) < 1:
+        raise UserError(f"--input-shape {args.input_shape}: C, H and W must be >= 1")
+    if args.data == "":
+        raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
+
+
 def _options(args):
     from .pipeline import RunOptions
     from .quantize import QuantConfig
 
-    for name in ("batch_size", "threads", "repeat"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")
+    _check_args(args)
     quant = QuantConfig(
         calib_mode=args.calib_mode,
         percentile=args.percentile,
@@ -83,37 +124,49 @@ def _options(args):
         skip_first=not args.quantize_first,
         simulate=args.simulate,
     )
-    return RunOptions(
-        model=args.model,
-        target=args.target,
-        data=args.data,
-        weights=args.weights,
-        input_shape=args.input_shape,
-        mean=args.mean,
-        std=args.std,
-        calib_size=args.calib_size,
-        eval_size=args.eval_size,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        threads=args.threads,
-        warmup=args.warmup,
-        repeat=args.repeat,
-        min_top1_agreement=args.min_top1_agreement,
-        max_accuracy_drop=args.max_accuracy_drop,
-        cache_dir=args.cache_dir,
-        quant=quant,
-    )
+    fields = [
+        "model",
+        "target",
+        "data",
+        "weights",
+        "input_shape",
+        "mean",
+        "std",
+        "calib_size",
+        "eval_size",
+        "batch_size",
+        "seed",
+        "threads",
+        "warmup",
+        "repeat",
+        "min_top1_agreement",
+        "max_accuracy_drop",
+        "cache_dir",
+        "reports_dir",
+    ]
+    return RunOptions(quant=quant, **{f: getattr(args, f) for f in fields})
 
 
 def _run(args):
     from .pipeline import run
     from .report import render_console, write_reports
 
-    report = run(_options(args))
-    out = write_reports(report, args.reports_dir)
+    opts = _options(args)
+    report = run(opts)
     print(render_console(report))
+    out = write_reports(report, opts.reports_dir)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
+
+
+def _models(pattern):
+    from .zoo import list_models
+
+    names = list_models(pattern)
+    if not names:
+        raise UserError(f"models {pattern!r}: no registered model matches (try 'resnet*')")
+    print("\n".join(names))
+    return EXIT_PASS
 
 
 def main(argv=None):
@@ -123,18 +176,20 @@ def main(argv=None):
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        if args.command == "models":
-            from .zoo import list_models
-
-            print("\n".join(list_models(args.pattern)))
-            return EXIT_PASS
-        return _run(args)
-    except (UserError, ValueError) as e:
-        print(f"qbench: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _models(args.pattern) if args.command == "models" else _run(args)
     except QBenchError as e:
         print(f"qbench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("qbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - a bug, not a verdict: keep it apart from exit code 1
+        traceback.print_exc()
+        print(
+            "qbench: internal error (a bug in qbench or TVM; see the traceback above)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+NOISY_STD_FRACTION = 0.25
+
 
 def latency_stats(samples_ms):
     """Summary of latency samples.
@@ -9,14 +11,17 @@ def latency_stats(samples_ms):
     Args:
         samples_ms: per-run latencies, ms.
     Returns:
-        dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms``, ``runs``.
+        dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms``, ``runs`` and ``noisy``
+        (std above ``NOISY_STD_FRACTION`` of the median: a loaded or throttled machine).
     """
     s = np.asarray(samples_ms, dtype=np.float64)
+    std = float(s.std(ddof=1)) if s.size > 1 else 0.0
     return {
+        "noisy": bool(std > NOISY_STD_FRACTION * float(np.median(s))),
         "median_ms": float(np.median(s)),
         "p90_ms": float(np.percentile(s, 90)),
         "mean_ms": float(s.mean()),
-        "std_ms": float(s.std(ddof=1)) if s.size > 1 else 0.0,
+        "std_ms": std,
         "runs": int(s.size),
     }
 
@@ -57,9 +62,17 @@ def sqnr_db(ref, out):
 
 
 def compare_logits(ref, out, labels=None):
-    """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K)."""
+    """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K).
+
+    When ``out`` holds NaN or infinity, only ``nonfinite_logits`` (the count) is meaningful
+    and both agreements are reported as 0.
+    """
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    nonfinite = int((~np.isfinite(out)).sum())
+    if nonfinite:  # NaN rows would agree with argmax 0 and fake a cosine: report only the count
+        return {"nonfinite_logits": nonfinite, "top1_agreement": 0.0, "top5_agreement": 0.0}
     m = {
+        "nonfinite_logits": 0,
         "top1_agreement": top1_agreement(ref, out),
         "top5_agreement": top5_agreement(ref, out),
         "max_abs_diff": float(np.abs(ref - out).max()),

@@ -46,9 +46,15 @@ class ImageSet:
     def __len__(self):
         return len(self.loaders)
 
-    def digest(self):
-        """sha256 (hex) of the source name and image keys: part of the calibration cache key."""
-        return hashlib.sha256("\n".join([self.name, *map(str, self.keys)]).encode()).hexdigest()
+    def content_digest(self, indices):
+        """sha256 (hex) over the decoded pixels of the images at ``indices``, in order: a
+        calibration cache key that changes when any calibration image changes."""
+        h = hashlib.sha256()
+        for i in indices:
+            image = self.loaders[i]()
+            h.update(f"{image.size}".encode())
+            h.update(image.tobytes())
+        return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -136,11 +142,14 @@ def transform(preprocess):
 
 
 def _pil_loader(path):
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     def load():
-        with Image.open(path) as im:
-            return im.convert("RGB")
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB")
+        except (OSError, UnidentifiedImageError) as e:
+            raise UserError(f"--data: cannot read image {path} ({e})") from e
 
     return load
 
@@ -195,9 +204,18 @@ def _folder(root):
 
 def _flat(root):
     with open(root / "labels.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"file", "label"} <= set(rows[0]):
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    if not {"file", "label"} <= set(reader.fieldnames or ()):
         raise UserError(f"--data {root}/labels.csv: needs the columns file,label")
+    if not rows:
+        raise UserError(f"--data {root}/labels.csv: lists no images")
+    bad = [(i + 2, r["label"]) for i, r in enumerate(rows) if not str(r["label"]).strip().isdigit()]
+    if bad:
+        raise UserError(
+            f"--data {root}/labels.csv: line {bad[0][0]}: label {bad[0][1]!r} is not "
+            "a class index (a non-negative integer)"
+        )
     missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
     if missing:
         raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")

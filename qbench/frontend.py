@@ -12,6 +12,13 @@ from .errors import UnsupportedModelError
 from .fold import fold_batchnorm
 
 GEMM_TARGETS = {"convolution", "conv2d", "addmm", "mm", "matmul", "linear"}
+TRAINING_OPS = {
+    "_native_batch_norm_legit_functional",
+    "_native_batch_norm_legit",
+    "native_dropout",
+    "dropout",
+    "bernoulli",
+}
 
 
 @dataclass
@@ -58,14 +65,53 @@ def export(model, batch_size):
     if ep is None:
         check_eval_mode(model.module, model.name)
         example = torch.zeros((batch_size, *model.input_shape), dtype=torch.float32)
-        with torch.no_grad():
-            ep = torch.export.export(model.module, (example,))
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(model.module, (example,))
+        except Exception as e:  # noqa: BLE001 - torch.export raises many kinds
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UnsupportedModelError(
+                f"model {model.name!r}: torch.export failed ({type(e).__name__}: {first})"
+            ) from e
     elif tuple(_user_input_shape(ep)[0:1]) != (batch_size,):
         raise UnsupportedModelError(
             f"model {model.name!r}: exported with batch {_user_input_shape(ep)[0]}; "
             f"pass --batch-size {_user_input_shape(ep)[0]}"
         )
-    return ep.run_decompositions()
+    ep = ep.run_decompositions()
+    check_exported_inference(ep, model.name)
+    return ep
+
+
+def check_exported_inference(ep, name):
+    """Refuse a graph captured in training mode (training BatchNorm or dropout ops).
+
+    Raises:
+        UnsupportedModelError: names the training-mode operator.
+    """
+    ops = {n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"}
+    training = sorted(o for o in ops if o.split(".")[0] in TRAINING_OPS)
+    if training:
+        raise UnsupportedModelError(
+            f"model {name!r}: graph was captured in training mode ({', '.join(training)}); "
+            "call model.eval() before torch.export"
+        )
+
+
+def check_logits(mod, name):
+    """Require one float32 (N, K) output: qbench compares classification logits.
+
+    Raises:
+        UnsupportedModelError: shows the output type found.
+    """
+    from tvm import relax
+
+    ret = mod["main"].ret_ty
+    if not isinstance(ret, relax.TensorType) or ret.ndim != 2 or ret.dtype != "float32":
+        raise UnsupportedModelError(
+            f"model {name!r}: output is {ret}; qbench compares classification logits, one "
+            "float32 tensor of shape (N, K)"
+        )
 
 
 def _user_input_shape(ep):

@@ -18,6 +18,8 @@ def open_hf(text, seed, needed):
     from .data import ImageSet
 
     name, _, split_name = text[3:].partition(":")
+    if not name:
+        raise UserError(f"--data {text}: no dataset name; valid: hf:NAME[:SPLIT]")
     split_name = split_name or "validation"
     ds = _open(name, split_name, text)
     image_col, label_col = _columns(ds, text)

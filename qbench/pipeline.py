@@ -8,6 +8,7 @@ import numpy as np
 from tqdm import tqdm
 
 from . import build, data, frontend, graph, zoo
+from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
 from .quantize import QuantConfig
@@ -40,6 +41,7 @@ class RunOptions:
     min_top1_agreement: float = 0.97
     max_accuracy_drop: float = 1.0
     cache_dir: str = "calibration"
+    reports_dir: str = "reports"
     quant: QuantConfig = field(default_factory=QuantConfig)
 
 
@@ -50,13 +52,16 @@ def run(opts):
         UserError: bad input, detected before any slow step where possible.
     """
     started = time.time()
+    check_writable(opts.cache_dir, "--cache-dir")
+    check_writable(opts.reports_dir, "--reports-dir")
     build.set_threads(opts.threads)
     target = build.parse_target(opts.target, opts.threads)
-    model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100)
     images = data.open_source(opts.data, opts.seed, needed)
     split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)
+    model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
     imported = frontend.import_model(model, opts.batch_size)
+    frontend.check_logits(imported.mod, model.name)
     layers = graph.find_layers(imported.mod, imported.layer_names)
     check_skip_layers(opts.quant.skip_layers, layers)
     shape = model.input_shape
@@ -95,7 +100,11 @@ def run(opts):
 
     report = build_report(context, results, time.time() - started)
     report["signoff"] = signoff(
-        results, opts.min_top1_agreement, opts.max_accuracy_drop, model.random_weights
+        results,
+        opts.min_top1_agreement,
+        opts.max_accuracy_drop,
+        model.random_weights,
+        sum(p.quantized for p in plans),
     )
     return report
 
@@ -114,8 +123,7 @@ def _calibrate(opts, model, images, split, mod, layers, target):
     key = cache_key(
         model=model.name,
         weights=model.weights_digest,
-        data=images.digest(),
-        calib=list(split.calib),
+        data=images.content_digest(split.calib),
         mode=q.calib_mode,
         params=q.collector_params(),
         batch_size=opts.batch_size,
@@ -153,7 +161,9 @@ def _evaluate(runners, images, indices, model, batch_size):
     labels = []
     batches = data.batches(images, indices, model.preprocess, batch_size)
     total = -(-len(indices) // batch_size)
-    for x, y in tqdm(batches, total=total, desc="evaluate", unit="batch", leave=False):
+    for x, y in tqdm(
+        batches, total=total, desc="evaluate", unit="batch", leave=False, disable=None
+    ):
         for r in runners:
             logits[r.name].append(r.infer(x))
         if y is not None:
@@ -169,6 +179,7 @@ def _time(runners, images, indices, model, opts):
         runners,
         desc=f"time ({opts.warmup} warm-up + {opts.repeat} runs)",
         unit="runner",
+        disable=None,
         leave=False,
     ):
         samples[r.name] = r.time(x, opts.warmup, opts.repeat)

@@ -245,12 +245,26 @@ def summary_lines(report):
         f"{report['precision']['between_layers']}",
         f"INT8 graph added ops: {report['graph']['int8_added_ops']}",
     ]
-    checks = "; ".join(
-        f"{c['name']} {c['value']:.4g} {c['op']} {c['limit']} {'ok' if c['passed'] else 'FAILED'}"
-        for c in s["checks"]
+    if any(e["latency"]["noisy"] for e in report["results"].values()):
+        lines.append(
+            "timing: NOISY (std above a quarter of the median; the machine is busy "
+            "or throttling), compare latencies with care"
+        )
+    int8 = sum(la["dtype"] != "float32" for la in report["layers"])
+    lines.append(f"layers built in INT8: {int8} of {len(report['layers'])}")
+    failed = [c["name"] for c in s["checks"] if not c["passed"]]
+    lines.append(
+        f"sign-off: {s['verdict']}" + (f" (failed: {'; '.join(failed)})" if failed else "")
     )
-    lines.append(f"sign-off: {s['verdict']} ({checks})")
     return lines
+
+
+def signoff_table(report, fmt):
+    rows = [
+        [c["name"], _fmt(c["value"]), f"{c['op']} {c['limit']}", "ok" if c["passed"] else "FAIL"]
+        for c in report["signoff"]["checks"]
+    ]
+    return tabulate(rows, ["sign-off check", "value", "limit", "result"], tablefmt=fmt)
 
 
 def render_console(report):
@@ -259,6 +273,7 @@ def render_console(report):
             "\n".join(summary_lines(report)),
             latency_table(report, "simple"),
             accuracy_table(report, "simple"),
+            signoff_table(report, "simple"),
         ]
     )
 
@@ -271,6 +286,8 @@ def render_markdown(report):
         latency_table(report, "github"),
         "## Agreement with PyTorch FP32 and accuracy",
         accuracy_table(report, "github"),
+        "## Sign-off",
+        signoff_table(report, "github"),
         "## Layers",
         layer_table(report, "github"),
         f"Environment: {report['environment']}",

@@ -1,26 +1,39 @@
 """The sign-off verdict: PASS only when every check holds."""
 
 
-def signoff(results, min_top1_agreement, max_accuracy_drop, random_weights=False):
-    """Check the INT8 build against thresholds.
+def signoff(
+    results, min_top1_agreement, max_accuracy_drop, random_weights=False, quantized_layers=1
+):
+    """Check the builds against thresholds.
+
+    Checks: TVM FP32 and INT8 logits are finite; both builds reach ``min_top1_agreement``
+    with PyTorch (an FP32 miss is a compiler or import fault, not quantization); the INT8
+    top-1 accuracy drop stays within ``max_accuracy_drop`` where the data has labels; at
+    least one layer runs in INT8; the weights are not random.
 
     Args:
         results: per-runner results with ``metrics`` (see ``pipeline._results``).
-        min_top1_agreement: lowest allowed INT8 top-1 agreement with PyTorch, in [0, 1].
-        max_accuracy_drop: highest allowed top-1 accuracy drop, percentage points
-            (checked only when the data has labels).
+        min_top1_agreement: lowest allowed top-1 agreement with PyTorch, in [0, 1].
+        max_accuracy_drop: highest allowed top-1 accuracy drop, percentage points.
         random_weights: the model runs on random initialisation; such a run is never
             signed off (its agreement says nothing about the trained model).
+        quantized_layers: number of layers built in INT8.
 
     Returns:
-        dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, limit, passed).
+        dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, op, limit, passed).
     """
-    int8 = results["tvm_int8"]["metrics"]
-    checks = [_check("int8 top-1 agreement", int8["top1_agreement"], ">=", min_top1_agreement)]
-    ref = results["pytorch_fp32"]["metrics"]
+    checks = []
+    for name in ("tvm_fp32", "tvm_int8"):
+        m, label = results[name]["metrics"], name.removeprefix("tvm_").upper()
+        checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0))
+        checks.append(
+            _check(f"{label} top-1 agreement", m["top1_agreement"], ">=", min_top1_agreement)
+        )
+    int8, ref = results["tvm_int8"]["metrics"], results["pytorch_fp32"]["metrics"]
     if "top1_accuracy" in int8:
         drop = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
-        checks.append(_check("int8 top-1 accuracy drop (points)", drop, "<=", max_accuracy_drop))
+        checks.append(_check("INT8 top-1 accuracy drop (points)", drop, "<=", max_accuracy_drop))
+    checks.append(_check("layers built in INT8", quantized_layers, ">=", 1))
     if random_weights:
         checks.append(_check("random weights (1 = yes)", 1, "<=", 0))
     verdict = "PASS" if all(c["passed"] for c in checks) else "FAIL"

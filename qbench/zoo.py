@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import logging
 import socket
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -170,6 +171,11 @@ def _override(model, input_shape, mean, std):
     model.input_shape = input_shape or model.input_shape
     if model.input_shape is None:
         raise UserError(f"model {model.name!r}: input shape unknown; pass --input-shape C H W")
+    if model.input_shape[0] != 3:
+        raise UserError(
+            f"model {model.name!r}: takes {model.input_shape[0]} input channels; "
+            "qbench feeds RGB images, so C must be 3"
+        )
     return model
 
 
@@ -209,7 +215,7 @@ def _torchvision(name):
     import torchvision
 
     weights = torchvision.models.get_model_weights(name).DEFAULT
-    module = torchvision.models.get_model(name, weights=None)
+    module = _seeded(lambda: torchvision.models.get_model(name, weights=None))
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)
     try:
@@ -223,16 +229,26 @@ def _torchvision(name):
     return module.eval(), source
 
 
+def _seeded(make, seed=0):
+    """Call ``make`` under a fixed torch seed: random initialisation is reproducible."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return make()
+
+
 def _load_weights_file(model, path):
     import torch
 
+    if not Path(path).is_file():
+        raise UserError(f"--weights {path}: not a file")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.module.load_state_dict(state.get("state_dict", state))
-    except FileNotFoundError as e:
-        raise UserError(f"--weights {path}: file not found") from e
-    except (RuntimeError, KeyError, AttributeError) as e:
-        raise UserError(f"--weights {path}: not a state dict for {model.name}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - unpickling and loading fail in many ways
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--weights {path}: not a state dict for {model.name}: {first}") from e
     model.weights = f"file:{path}"
     model.weights_digest = state_digest(model.module)
 
@@ -241,25 +257,48 @@ def _load_python(spec_text):
     file, func_name = spec_text.rsplit(":", 1)
     if not Path(file).is_file():
         raise UserError(f"--model {spec_text}: file {file} not found")
-    spec = importlib.util.spec_from_file_location(Path(file).stem, file)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    func = getattr(mod, func_name, None)
-    if not callable(func):
-        names = [n for n in dir(mod) if callable(getattr(mod, n)) and not n.startswith("_")]
-        raise UserError(f"--model {spec_text}: no function {func_name!r}; found: {names}")
-    result = func()
-    module, extra = result if isinstance(result, tuple) else (result, {})
-    if not isinstance(extra, dict):
-        extra = {"input_shape": extra}
-    pre = Preprocess(
-        mean=tuple(extra.get("mean", IMAGENET_MEAN)), std=tuple(extra.get("std", IMAGENET_STD))
-    )
-    shape = extra.get("input_shape")
-    shape = tuple(shape[-3:]) if shape else None
+    module, extra = _call_user_function(spec_text, file, func_name)
+    try:
+        pre = Preprocess(
+            mean=tuple(extra.get("mean", IMAGENET_MEAN)), std=tuple(extra.get("std", IMAGENET_STD))
+        )
+        shape = extra.get("input_shape")
+        shape = tuple(int(d) for d in shape[-3:]) if shape else None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"--model {spec_text}: bad input_shape/mean/std {extra}: {e}") from e
     if shape:
         pre = replace(pre, crop=shape[-1], resize=round(shape[-1] / 0.875))
     return LoadedModel(spec_text, module, shape, pre, "user-module", state_digest(module))
+
+
+def _call_user_function(spec_text, file, func_name):
+    """Run the user's FILE.py:FUNCTION; return (module, extra dict)."""
+    import torch
+
+    try:
+        spec = importlib.util.spec_from_file_location(Path(file).stem, file)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        func = getattr(mod, func_name, None)
+        if not callable(func):
+            names = [n for n in dir(mod) if callable(getattr(mod, n)) and not n.startswith("_")]
+            raise UserError(f"--model {spec_text}: no function {func_name!r}; found: {names}")
+        result = func()
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code may raise anything
+        raise UserError(f"--model {spec_text}: {type(e).__name__}: {e}") from e
+    module, extra = result if isinstance(result, tuple) else (result, {})
+    if isinstance(result, tuple) and len(result) != 2:
+        raise UserError(
+            f"--model {spec_text}: returned {len(result)} values; valid: a module, "
+            "or (module, input_shape), or (module, dict)"
+        )
+    if not isinstance(module, torch.nn.Module):
+        raise UserError(
+            f"--model {spec_text}: returned {type(module).__name__}, not a torch.nn.Module"
+        )
+    return module, extra if isinstance(extra, dict) else {"input_shape": extra}
 
 
 def _load_exported(path):
@@ -267,7 +306,12 @@ def _load_exported(path):
 
     if not Path(path).is_file():
         raise UserError(f"--model {path}: file not found")
-    ep = torch.export.load(path)
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"--model {path}: not a saved torch.export program (not a zip archive)")
+    try:
+        ep = torch.export.load(path)
+    except Exception as e:  # noqa: BLE001 - corrupt or foreign files fail in many ways
+        raise UserError(f"--model {path}: not a saved torch.export program ({e})") from e
     module = ep.module()
     shapes = [
         n.meta["val"].shape

@@ -32,6 +32,18 @@ C06_MODEL = textwrap.dedent("""
 
     def unsupported():
         return Lgamma().eval(), (1, 3, 8, 8)
+
+    def returns_int():
+        return 42
+
+    def feature_map():
+        return nn.Conv2d(3, 4, 3).eval(), (1, 3, 8, 8)
+
+    def gray():
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten()).eval(), (1, 1, 8, 8)
+
+    def raises():
+        raise RuntimeError("weights server down")
 """)
 
 
@@ -76,7 +88,80 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys, args, text):
     assert _run(tmp_path, *args) == 2
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err
-    assert not (tmp_path / "rep").exists()
+    assert not list(tmp_path.glob("rep/*"))  # no report, not even a partial one
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--target", '{"kind": "cuda"}'], "cuda"),
+        (["--target", '{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}'], "cannot run on this"),
+        (["--target", '{"kind": "llvm", "mcpu": "bogus"}'], "mcpu 'bogus' unknown"),
+        (["--repeat", "3"], "--repeat 3: must be a finite number >= 20"),
+        (["--percentile", "150"], "--percentile 150.0"),
+        (["--global-scale", "inf"], "--global-scale inf"),
+        (["--min-top1-agreement", "2"], "in [0, 1]"),
+        (["--std", "0", "0", "0"], "non-zero"),
+        (["--data", ""], "--data ''"),
+        (["--data", "hf:"], "no dataset name"),
+    ],
+)
+def test_bad_option_values_exit_2_before_any_work(tmp_path, capsys, args, text):
+    assert _run(tmp_path, "--model", "resnet18", *args) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "func, text",
+    [
+        ("returns_int", "returned int, not a torch.nn.Module"),
+        ("feature_map", "compares classification logits"),
+        ("gray", "C must be 3"),
+        ("raises", "RuntimeError: weights server down"),
+    ],
+)
+def test_bad_user_models_exit_2(tmp_path, capsys, model_file, func, text):
+    assert _run(tmp_path, "--model", f"{model_file}:{func}", "--data", "synthetic") == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+    assert not list(tmp_path.glob("cal/*"))  # refused before calibration
+
+
+def test_broken_files_exit_2(tmp_path, capsys, model_file):
+    (tmp_path / "bad.py").write_text("def make(:\n")
+    (tmp_path / "bad.pt2").write_bytes(b"not a zip")
+    (tmp_path / "bad.pth").write_bytes(b"garbage")
+    cases = [
+        (["--model", f"{tmp_path / 'bad.py'}:make"], "SyntaxError"),
+        (["--model", str(tmp_path / "bad.pt2")], "not a saved torch.export program"),
+        (
+            ["--model", f"{model_file}:build", "--weights", str(tmp_path / "bad.pth")],
+            "not a state dict",
+        ),
+        (
+            ["--model", f"{model_file}:build", "--reports-dir", str(model_file)],
+            "not a writable folder",
+        ),
+    ]
+    for args, text in cases:
+        assert _run(tmp_path, *args, "--data", "synthetic") == 2, args
+        err = capsys.readouterr().err
+        assert text in err and "Traceback" not in err, (args, err)
+
+
+def test_training_mode_pt2_is_refused(tmp_path, capsys):
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten()).train()
+    ep = torch.export.export(model, (torch.zeros(2, 3, 8, 8),))
+    torch.export.save(ep, str(tmp_path / "train.pt2"))
+    args = ["--model", str(tmp_path / "train.pt2"), "--data", "synthetic", "--batch-size", "2"]
+    assert _run(tmp_path, *args) == 2
+    assert "training mode" in capsys.readouterr().err
+
+
+def test_models_pattern_matching_nothing_exits_2(capsys):
+    assert main(["models", "zzz*"]) == 2
+    assert "no registered model" in capsys.readouterr().err
 
 
 def test_bad_calibration_mode_exits_2(tmp_path, capsys):

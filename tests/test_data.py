@@ -85,3 +85,26 @@ def test_hf_source_from_saved_dataset(tmp_path):
 def test_missing_folder_names_valid_choices(tmp_path):
     with pytest.raises(UserError, match="synthetic"):
         data.open_source(str(tmp_path / "nope"))
+
+
+def test_bad_labels_and_corrupt_images_are_user_errors(tmp_path):
+    names = _write_images(tmp_path, 2)
+    (tmp_path / "labels.csv").write_text(f"file,label\n{names[0]},cat\n")
+    with pytest.raises(UserError, match="line 2: label 'cat'"):
+        data.open_source(str(tmp_path))
+    (tmp_path / "labels.csv").write_text("file,label\n")
+    with pytest.raises(UserError, match="lists no images"):
+        data.open_source(str(tmp_path))
+    (tmp_path / names[1]).write_bytes(b"not an image")
+    (tmp_path / "labels.csv").write_text(f"file,label\n{names[1]},1\n")
+    with pytest.raises(UserError, match="cannot read image"):
+        next(data.batches(data.open_source(str(tmp_path)), [0], PRE, 1))
+
+
+def test_content_digest_follows_the_pixels(tmp_path):
+    names = _write_images(tmp_path, 3)
+    images = data.open_source(str(tmp_path))
+    before = images.content_digest([0, 1])
+    assert before == images.content_digest([0, 1]) != images.content_digest([1, 0])
+    Image.new("RGB", (40, 48), "white").save(tmp_path / names[1])
+    assert images.content_digest([0, 1]) != before

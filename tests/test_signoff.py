@@ -3,27 +3,46 @@
 from qbench.signoff import signoff
 
 
-def _results(agreement, ref_acc=None, int8_acc=None):
+def _results(agreement, ref_acc=None, int8_acc=None, fp32_agreement=1.0, nonfinite=0):
     ref = {} if ref_acc is None else {"top1_accuracy": ref_acc}
-    int8 = {"top1_agreement": agreement}
+    int8 = {"top1_agreement": agreement, "nonfinite_logits": nonfinite}
     if int8_acc is not None:
         int8["top1_accuracy"] = int8_acc
-    return {"pytorch_fp32": {"metrics": ref}, "tvm_int8": {"metrics": int8}}
+    fp32 = {"top1_agreement": fp32_agreement, "nonfinite_logits": 0}
+    return {
+        "pytorch_fp32": {"metrics": ref},
+        "tvm_fp32": {"metrics": fp32},
+        "tvm_int8": {"metrics": int8},
+    }
+
+
+def _failed(out):
+    return [c["name"] for c in out["checks"] if not c["passed"]]
 
 
 def test_pass_needs_every_check():
     assert signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0)["verdict"] == "PASS"
-    assert signoff(_results(0.96, 0.90, 0.90), 0.97, 1.0)["verdict"] == "FAIL"
+    assert _failed(signoff(_results(0.96, 0.90, 0.90), 0.97, 1.0)) == ["INT8 top-1 agreement"]
     drop = signoff(_results(0.99, 0.90, 0.88), 0.97, 1.0)
-    assert drop["verdict"] == "FAIL" and drop["checks"][1]["value"] == 2.0
+    assert _failed(drop) == ["INT8 top-1 accuracy drop (points)"]
+    assert [c["value"] for c in drop["checks"] if not c["passed"]] == [2.0]
 
 
-def test_unlabelled_data_checks_agreement_only():
-    assert [c["name"] for c in signoff(_results(1.0), 0.97, 1.0)["checks"]] == [
-        "int8 top-1 agreement"
+def test_fp32_disagreement_and_nonfinite_logits_fail():
+    assert _failed(signoff(_results(1.0, fp32_agreement=0.5), 0.97, 1.0)) == [
+        "FP32 top-1 agreement"
     ]
+    assert _failed(signoff(_results(1.0, nonfinite=3), 0.97, 1.0)) == ["INT8 non-finite logits"]
 
 
-def test_random_weights_are_never_signed_off():
+def test_unlabelled_data_skips_the_accuracy_check():
+    names = [c["name"] for c in signoff(_results(1.0), 0.97, 1.0)["checks"]]
+    assert not any("accuracy" in n for n in names)
+
+
+def test_nothing_quantized_and_random_weights_are_never_signed_off():
+    assert _failed(signoff(_results(1.0), 0.97, 1.0, quantized_layers=0)) == [
+        "layers built in INT8"
+    ]
     out = signoff(_results(1.0, 0.0, 0.0), 0.97, 1.0, random_weights=True)
-    assert out["verdict"] == "FAIL" and not out["checks"][-1]["passed"]
+    assert _failed(out) == ["random weights (1 = yes)"]

@@ -8,6 +8,7 @@ its parameters, batch size and the cache format version.
 import hashlib
 import json
 import logging
+import math
 from pathlib import Path
 
 from tqdm import tqdm
@@ -32,7 +33,10 @@ def load_cached(cache_dir, key):
         return None
     try:
         data = json.loads(path.read_text())
-        return {name: Range(**r) for name, r in data["ranges"].items()}
+        ranges = {name: Range(**r) for name, r in data["ranges"].items()}
+        if not all(math.isfinite(v) for r in ranges.values() for v in (r.lo, r.hi)):
+            raise ValueError("non-finite range")
+        return ranges
     except (ValueError, KeyError, TypeError) as e:
         log.warning("calibration cache %s unreadable (%s); recalibrating", path, e)
         return None
@@ -95,7 +99,14 @@ def collect_ranges(observer, batches, layers, mode, params, total=None):
     """
     collectors = [make_collector(mode, **params) for _ in layers]
     for b, (x, n_valid) in enumerate(
-        tqdm(batches, total=total, desc=f"calibrate ({mode})", unit="batch", leave=False)
+        tqdm(
+            batches,
+            total=total,
+            desc=f"calibrate ({mode})",
+            unit="batch",
+            leave=False,
+            disable=None,
+        )
     ):
         outputs = observer.infer_all(x)[1:]
         for collector, act in zip(collectors, outputs, strict=True):

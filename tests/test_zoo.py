@@ -1,0 +1,25 @@
+"""Model registry and weight resolution."""
+
+import pytest
+
+from qbench import zoo
+from qbench.errors import UserError
+
+
+def test_random_initialisation_is_reproducible():
+    a, b = zoo.load_model("resnet18"), zoo.load_model("resnet18")
+    if not a.random_weights:
+        pytest.skip("pretrained resnet18 weights are available here")
+    assert a.weights_digest == b.weights_digest
+
+
+def test_unknown_model_suggests_close_names():
+    with pytest.raises(UserError, match="resnet18"):
+        zoo.get_spec("resnet19")
+
+
+def test_lite0_spec_uses_tf_lite_normalisation():
+    pre = zoo.get_spec("efficientnet_lite0").preprocess
+    assert pre.mean == pytest.approx((127 / 255,) * 3) and pre.std == pytest.approx(
+        (128 / 255,) * 3
+    )
