@@ -255,3 +255,19 @@ def test_c10_depthwise_weights_spanning_decades():
     )
     amax = np.abs(w).reshape(32, -1).max(1)
     assert per_tensor == np.flatnonzero(amax < 0.5 * amax.max() / 127).tolist() and per_tensor
+
+
+def test_c13_real_efficientnet_lite0_zero_channels_get_usable_scales():
+    from qbench import zoo
+    from qbench.quantize.params import quantize_weight
+
+    model = zoo.load_model("efficientnet_lite0").module
+    w = model._blocks[0]._depthwise_conv.weight.detach().numpy()
+    zero = np.flatnonzero(np.abs(w).reshape(len(w), -1).max(1) == 0)
+    assert zero.size >= 1  # the fault is really in the shipped weights
+    qw = quantize_weight(w, 0, per_channel=True)
+    assert np.all(np.isfinite(qw.scale)) and np.all(qw.scale > 0)
+    assert (
+        np.all(qw.q[zero] == 0)
+        and np.isfinite(qw.q.astype(np.float32) * qw.scale[:, None, None, None]).all()
+    )
