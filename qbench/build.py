@@ -96,9 +96,15 @@ def device_for(target):
     return tvm.cuda(0) if target["kind"] == "cuda" else tvm.cpu(0)
 
 
-def build(mod, target):
-    """Compile ``mod`` for ``target`` with TVM's default Relax pipeline for its kind (no tuning;
-    on cuda that pipeline applies dlight's default GPU schedules).
+def build(mod, target, tuning_db=None):
+    """Compile ``mod`` for ``target`` with TVM's default Relax pipeline for its kind (on cuda
+    that pipeline applies dlight's default GPU schedules).
+
+    Args:
+        mod: Relax ``tvm.IRModule``.
+        target: TVM target dict.
+        tuning_db: optional MetaSchedule database folder whose best schedules are applied
+            first (``tuning.apply``); kernels it lacks are built unscheduled.
 
     Returns:
         a ``tvm.relax.VirtualMachine`` on the target's device.
@@ -106,6 +112,10 @@ def build(mod, target):
     import tvm
     from tvm import relax
 
+    if tuning_db is not None:
+        from .tuning import apply
+
+        mod = apply(mod, target, tuning_db)
     executable = relax.build(mod, tvm.target.Target(target))
     return relax.VirtualMachine(executable, device_for(target))
 

@@ -23,6 +23,18 @@ def _parser():
     models = sub.add_parser("models", help="list registered models")
     models.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
     r = sub.add_parser("run", help="calibrate, quantize, build, compare, report")
+    _add_run_options(r)
+    t = sub.add_parser(
+        "tune",
+        help="MetaSchedule-tune the FP32 and INT8 graphs of a model; "
+        "records are kept in the tuning database and applied by every run",
+    )
+    _add_run_options(t)
+    t.add_argument("--trials", type=int, default=16, help="trials per kernel (task)")
+    return p
+
+
+def _add_run_options(r):
     r.add_argument("--model", required=True, help="registry name, FILE.py:FUNCTION or FILE.pt2")
     r.add_argument("--target", default="llvm", help="llvm, cuda, or a JSON target dict")
     r.add_argument(
@@ -65,8 +77,13 @@ def _parser():
     r.add_argument("--max-accuracy-drop", type=float, default=1.0, help="percentage points")
     r.add_argument("--cache-dir", default="calibration")
     r.add_argument("--reports-dir", default="reports")
+    r.add_argument(
+        "--tuning-db",
+        default=None,
+        help="tuning database root (default: "
+        "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
+    )
     r.add_argument("-v", "--verbose", action="store_true")
-    return p
 
 
 def _skip_list(text):
@@ -124,26 +141,14 @@ def _options(args):
         skip_first=not args.quantize_first,
         simulate=args.simulate,
     )
-    fields = [
-        "model",
-        "target",
-        "data",
-        "weights",
-        "input_shape",
-        "mean",
-        "std",
-        "calib_size",
-        "eval_size",
-        "batch_size",
-        "seed",
-        "threads",
-        "warmup",
-        "repeat",
-        "min_top1_agreement",
-        "max_accuracy_drop",
-        "cache_dir",
-        "reports_dir",
-    ]
+    from .tuning import default_root
+
+    fields = (
+        "model target data weights input_shape mean std calib_size eval_size batch_size seed "
+        "threads warmup repeat min_top1_agreement max_accuracy_drop cache_dir reports_dir"
+    ).split()
+    args.tuning_db = args.tuning_db or str(default_root())
+    fields.append("tuning_db")
     return RunOptions(quant=quant, **{f: getattr(args, f) for f in fields})
 
 
@@ -157,6 +162,31 @@ def _run(args):
     out = write_reports(report, opts.reports_dir)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
+
+
+def _tune(args):
+    import time
+
+    from . import tuning
+    from .pipeline import graphs, prepare
+
+    if args.trials < 1:
+        raise UserError(f"--trials {args.trials}: must be >= 1")
+    ctx = prepare(_options(args))
+    folder = tuning.db_dir(ctx["opts"].tuning_db, ctx["target"])
+    for name, mod in graphs(ctx):
+        before, start = tuning.record_count(folder), time.time()
+        print(
+            f"tuning {name}: {args.trials} trials per kernel into {folder} "
+            "(progress in its logs/; Ctrl-C keeps the records measured so far)",
+            flush=True,
+        )
+        tuning.tune(mod, ctx["target"], folder, args.trials)
+        print(
+            f"tuned {name}: {tuning.record_count(folder) - before} new records in "
+            f"{time.time() - start:.0f} s"
+        )
+    return EXIT_PASS
 
 
 def _models(pattern):
@@ -176,7 +206,12 @@ def main(argv=None):
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return _models(args.pattern) if args.command == "models" else _run(args)
+        commands = {
+            "models": lambda: _models(args.pattern),
+            "run": lambda: _run(args),
+            "tune": lambda: _tune(args),
+        }
+        return commands[args.command]()
     except QBenchError as e:
         print(f"qbench: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from . import build, data, frontend, graph, zoo
+from . import build, data, frontend, graph, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
@@ -42,16 +42,19 @@ class RunOptions:
     max_accuracy_drop: float = 1.0
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
+    tuning_db: str = None
     quant: QuantConfig = field(default_factory=QuantConfig)
 
 
-def run(opts):
-    """Execute the whole job and return the report dict (see ``report.py`` for its layout).
+def prepare(opts):
+    """Everything before the builds: checks, model, data, import, calibration, INT8 rewrite.
 
+    Returns:
+        dict: the run context (``opts``, ``model``, ``images``, ``split``, ``target``,
+        ``imported``, ``layers``, ``ranges``, ``calibration``, ``plans``, ``int8_mod``).
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
-    started = time.time()
     check_writable(opts.cache_dir, "--cache-dir")
     check_writable(opts.reports_dir, "--reports-dir")
     build.set_threads(opts.threads)
@@ -64,26 +67,7 @@ def run(opts):
     frontend.check_logits(imported.mod, model.name)
     layers = graph.find_layers(imported.mod, imported.layer_names)
     check_skip_layers(opts.quant.skip_layers, layers)
-    shape = model.input_shape
-
-    ranges, calib_info = _calibrate(opts, model, images, split, imported.mod, layers, target)
-    plans = make_plans(layers, ranges, opts.quant)
-    int8_mod = rewrite(imported.mod, plans, simulate=opts.quant.simulate)
-
-    runners = [TorchRunner(model.module, opts.batch_size, shape)]
-    for name, mod in (("tvm_fp32", imported.mod), ("tvm_int8", int8_mod)):
-        t0 = time.time()
-        runners.append(
-            TVMRunner(
-                build.build(mod, target), build.device_for(target), opts.batch_size, shape, name
-            )
-        )
-        log.info("built %s in %.1f s", name, time.time() - t0)
-
-    logits, labels = _evaluate(runners, images, split.eval, model, opts.batch_size)
-    latency = _time(runners, images, split.eval, model, opts)
-    results = _results(runners, logits, labels, latency)
-    context = {
+    ctx = {
         "opts": opts,
         "model": model,
         "images": images,
@@ -91,20 +75,42 @@ def run(opts):
         "target": target,
         "imported": imported,
         "layers": layers,
-        "plans": plans,
-        "ranges": ranges,
-        "calibration": calib_info,
-        "int8_mod": int8_mod,
     }
+    ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
+    ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
+    ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], simulate=opts.quant.simulate)
+    return ctx
+
+
+def graphs(ctx):
+    """The (name, Relax module) pairs a run builds: TVM FP32 and TVM INT8."""
+    return (("tvm_fp32", ctx["imported"].mod), ("tvm_int8", ctx["int8_mod"]))
+
+
+def run(opts):
+    """Execute the whole job and return the report dict (see ``report.py`` for its layout).
+
+    Raises:
+        UserError: bad input, detected before any slow step where possible.
+    """
     from .report import build_report
 
-    report = build_report(context, results, time.time() - started)
+    started = time.time()
+    ctx = prepare(opts)
+    model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
+    folder = tuning.db_dir(opts.tuning_db, target)
+    ctx["tuning"] = {"database": str(folder), "records": tuning.record_count(folder)}
+    runners = [TorchRunner(model.module, opts.batch_size, shape)]
+    for name, mod in graphs(ctx):
+        vm = build.build(mod, target, folder if ctx["tuning"]["records"] else None)
+        runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
+    logits, labels = _evaluate(runners, ctx["images"], ctx["split"].eval, model, opts.batch_size)
+    latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
+    results = _results(runners, logits, labels, latency)
+    report = build_report(ctx, results, time.time() - started)
+    quantized = sum(p.quantized for p in ctx["plans"])
     report["signoff"] = signoff(
-        results,
-        opts.min_top1_agreement,
-        opts.max_accuracy_drop,
-        model.random_weights,
-        sum(p.quantized for p in plans),
+        results, opts.min_top1_agreement, opts.max_accuracy_drop, model.random_weights, quantized
     )
     return report
 
@@ -118,7 +124,9 @@ def _full_batches(images, indices, model, batch_size):
         yield x, n
 
 
-def _calibrate(opts, model, images, split, mod, layers, target):
+def _calibrate(ctx):
+    opts, model, images, split = ctx["opts"], ctx["model"], ctx["images"], ctx["split"]
+    mod, layers, target = ctx["imported"].mod, ctx["layers"], ctx["target"]
     q = opts.quant
     key = cache_key(
         model=model.name,

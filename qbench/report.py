@@ -80,6 +80,7 @@ def build_report(ctx, results, wall_s):
             "concat), quantized again at the next layer",
         },
         "calibration": ctx["calibration"],
+        "tuning": ctx["tuning"],
         "layers": _layers(ctx),
         "graph": _graph(ctx["imported"].mod, ctx["int8_mod"]),
         "results": results,
@@ -245,6 +246,12 @@ def summary_lines(report):
         f"{report['precision']['between_layers']}",
         f"INT8 graph added ops: {report['graph']['int8_added_ops']}",
     ]
+    t = report["tuning"]
+    lines.append(
+        f"tuning: {t['records']} records applied from {t['database']}"
+        if t["records"]
+        else "tuning: none (untuned builds; see `qbench tune`)"
+    )
     if any(e["latency"]["noisy"] for e in report["results"].values()):
         lines.append(
             "timing: NOISY (std above a quarter of the median; the machine is busy "
