@@ -131,3 +131,20 @@ def op_counts(mod):
         for b in main_block(mod).bindings
         if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name")
     )
+
+
+def gemm_macs(mod):
+    """Multiply-accumulates of all quantizable conv2d/matmul layers of ``main``, per call.
+
+    conv2d: N * C_out * H_out * W_out * (C_in / groups) * kH * kW; matmul: rows * K * M.
+    """
+    total = 0
+    for b in main_block(mod).bindings:
+        kind = quantizable_call(b.value)
+        if not kind:
+            continue
+        out = [int(d) for d in b.var.ty.shape]
+        weight = [int(d) for d in b.value.args[1].ty.shape]
+        inner = weight[1] * weight[2] * weight[3] if kind == "conv2d" else weight[0]
+        total += int(np.prod(out)) * inner
+    return total

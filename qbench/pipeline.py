@@ -115,7 +115,7 @@ def run(opts):
     return report
 
 
-def _full_batches(images, indices, model, batch_size):
+def full_batches(images, indices, model, batch_size):
     """Yield (x, n_valid): x is float32 (batch_size, C, H, W), zero-padded after n_valid rows."""
     for x, _ in data.batches(images, indices, model.preprocess, batch_size):
         n = len(x)
@@ -149,7 +149,7 @@ def _calibrate(ctx):
     if ranges is not None:
         return ranges, info
     t0 = time.time()
-    batches = _full_batches(images, split.calib, model, opts.batch_size)
+    batches = full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     ranges = calibrate_module(
         mod, layers, batches, q, target, model.input_shape, opts.batch_size, total
@@ -181,7 +181,7 @@ def _evaluate(runners, images, indices, model, batch_size):
 
 
 def _time(runners, images, indices, model, opts):
-    x, _ = next(_full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
+    x, _ = next(full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
     samples = {}
     for r in tqdm(
         runners,

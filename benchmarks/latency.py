@@ -1,0 +1,154 @@
+"""Latency of TVM FP32/INT8 builds side by side with PyTorch, as ratios to PyTorch eager FP32.
+
+One process measures every runner on the same batch, the same thread count and the same
+warm-up, so the ratios are comparable even on a noisy machine. TVM builds apply whatever the
+tuning database holds for the target (see ``qbench tune``); the report line says how many
+records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; the peaks are
+this project's 2-thread microbenchmark figures (DESIGN.md), override them for another CPU.
+
+    python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
+"""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from qbench import build, graph, tuning
+from qbench.pipeline import RunOptions, full_batches, graphs, prepare
+from qbench.quantize import QuantConfig
+from qbench.runners import TorchRunner, TVMRunner
+
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+def torch_int8(module, calib, batch_size, shape):
+    """PyTorch's own x86 INT8 (FX graph mode, fbgemm/onednn kernels), calibrated on ``calib``."""
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+
+    example = (torch.zeros((batch_size, *shape)),)
+    prepared = quantize_fx.prepare_fx(module, get_default_qconfig_mapping("x86"), example)
+    with torch.no_grad():
+        for x in calib:
+            prepared(torch.from_numpy(x))
+    return quantize_fx.convert_fx(prepared)
+
+
+def torchao_int8(module, calib, batch_size, shape):
+    """torchao's PT2E flow with X86InductorQuantizer (torch 2.14 moved PT2E into torchao)."""
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    example = (torch.zeros((batch_size, *shape)),)
+    exported = torch.export.export(module, example).module()
+    quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+    prepared = prepare_pt2e(exported, quantizer)
+    for x in calib:
+        prepared(torch.from_numpy(x))
+    return torch.compile(convert_pt2e(prepared))
+
+
+def runners(ctx, calib):
+    """(name, runner or the reason it is missing) for every runner of one model and batch."""
+    import torch
+
+    opts, model, target = ctx["opts"], ctx["model"], ctx["target"]
+    n, shape = opts.batch_size, model.input_shape
+    out = [("PyTorch eager FP32", TorchRunner(model.module, n, shape))]
+    makers = [
+        ("torch.compile FP32", lambda: torch.compile(model.module)),
+        ("PyTorch INT8 (FX x86)", lambda: torch_int8(model.module, calib, n, shape)),
+        ("PyTorch INT8 (torchao PT2E)", lambda: torchao_int8(model.module, calib, n, shape)),
+    ]
+    for name, make in makers:
+        try:
+            out.append((name, TorchRunner(make(), n, shape, name)))
+        except Exception as e:  # noqa: BLE001 - report the failure, never hide it
+            out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
+    folder = tuning.db_dir(opts.tuning_db, target)
+    db = folder if tuning.record_count(folder) else None
+    for name, mod in graphs(ctx):
+        vm = build.build(mod, target, db)
+        label = "TVM " + name.removeprefix("tvm_").upper()
+        out.append((label, TVMRunner(vm, build.device_for(target), n, shape, name)))
+    return out, tuning.record_count(folder)
+
+
+def measure(model_name, batch, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = RunOptions(
+            model=model_name,
+            data=args.data,
+            calib_size=8,
+            eval_size=batch,
+            batch_size=batch,
+            threads=args.threads,
+            warmup=args.warmup,
+            repeat=args.repeat,
+            cache_dir=tmp,
+            reports_dir=tmp,
+            tuning_db=args.tuning_db,
+            quant=QuantConfig(),
+        )
+        ctx = prepare(opts)
+        calib = [x for x, _ in full_batches(ctx["images"], ctx["split"].calib, ctx["model"], batch)]
+        x, _ = next(full_batches(ctx["images"], ctx["split"].eval, ctx["model"], batch))
+        macs = graph.gemm_macs(ctx["imported"].mod)
+        found, records = runners(ctx, calib)
+    rows, eager = [], None
+    for name, runner in found:
+        if isinstance(runner, str):
+            rows.append([model_name, batch, name, runner, "", "", ""])
+            continue
+        median = float(np.median(runner.time(x, args.warmup, args.repeat)))
+        eager = eager or median
+        gmacs = macs / (median / 1e3) / 1e9
+        peak = args.int8_peak if "INT8" in name else args.fp32_peak
+        rows.append(
+            [
+                model_name,
+                batch,
+                name,
+                f"{median:.2f}",
+                f"{median / eager:.3f}",
+                f"{gmacs:.1f}",
+                f"{100 * gmacs / peak:.1f} %",
+            ]
+        )
+    print(
+        f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning records: {records}",
+        file=sys.stderr,
+    )
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="resnet18,efficientnet_lite0,mobilenet_v2")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--data", default=str(SAMPLE) if SAMPLE.is_dir() else None)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--tuning-db", default=str(tuning.default_root()))
+    p.add_argument("--fp32-peak", type=float, default=258.0, help="FP32 FMA peak, GMAC/s")
+    p.add_argument("--int8-peak", type=float, default=1040.0, help="INT8 VNNI peak, GMAC/s")
+    args = p.parse_args()
+    rows = []
+    for model_name in args.models.split(","):
+        for batch in map(int, args.batches.split(",")):
+            rows += measure(model_name, batch, args)
+    heads = ["model", "batch", "runner", "median ms", "ratio to eager", "GMAC/s", "of peak"]
+    print(tabulate(rows, heads, tablefmt="github"))
+
+
+if __name__ == "__main__":
+    main()
