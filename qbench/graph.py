@@ -24,7 +24,6 @@ class Layer:
         op: ``"conv2d"`` or ``"matmul"``.
         weight: float32 weight; conv2d (O, I/groups, kH, kW), matmul (K, M).
         groups: conv2d groups (1 for matmul).
-        var_name: name of the Relax variable the layer's output is bound to.
     """
 
     index: int
@@ -32,7 +31,6 @@ class Layer:
     op: str
     weight: np.ndarray
     groups: int
-    var_name: str
 
     @property
     def channel_axis(self):
@@ -94,11 +92,11 @@ def find_layers(mod, names=None):
         if kind:
             groups = int(binding.value.attrs.groups) if kind == "conv2d" else 1
             weight = binding.value.args[1].value.numpy().astype(np.float32)
-            found.append((kind, weight, groups, binding.var.name))
+            found.append((kind, weight, groups))
     use_names = names is not None and len(names) == len(found) and all(names)
     return [
-        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, var)
-        for i, (kind, w, g, var) in enumerate(found)
+        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g)
+        for i, (kind, w, g) in enumerate(found)
     ]
 
 

@@ -53,7 +53,6 @@ class LoadedModel:
         weights: where the weights came from: ``"file:PATH"``, ``"pretrained:NAME"``,
             ``"exported-program"`` or ``"random"``.
         weights_digest: sha256 of the state dict bytes (cache key), hex.
-        categories: class names by label index, or None.
         exported: a ``torch.export.ExportedProgram`` when the user gave one.
     """
 
@@ -63,7 +62,6 @@ class LoadedModel:
     preprocess: Preprocess
     weights: str
     weights_digest: str
-    categories: list = None
     exported: object = None
 
     @property
@@ -119,13 +117,6 @@ def _torchvision_spec(name):
     crop = tf.crop_size[0]
     pre = Preprocess(tf.resize_size[0], crop, tuple(tf.mean), tuple(tf.std))
     return ModelSpec(name, "torchvision", (3, crop, crop), pre)
-
-
-def imagenet_categories():
-    """The 1000 ImageNet-1k class names by torchvision label index (shipped with torchvision)."""
-    import torchvision
-
-    return list(torchvision.models.ResNet18_Weights.IMAGENET1K_V1.meta["categories"])
 
 
 def state_digest(module):
@@ -187,13 +178,7 @@ def _load_registry(spec):
     if weights == "random":
         log.warning("model %s: no pretrained weights available; using RANDOM weights", spec.name)
     return LoadedModel(
-        spec.name,
-        module,
-        spec.input_shape,
-        spec.preprocess,
-        weights,
-        state_digest(module),
-        imagenet_categories(),
+        spec.name, module, spec.input_shape, spec.preprocess, weights, state_digest(module)
     )
 
 
