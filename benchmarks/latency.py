@@ -73,13 +73,11 @@ def runners(ctx, calib):
             out.append((name, TorchRunner(make(), n, shape, name)))
         except Exception as e:  # noqa: BLE001 - report the failure, never hide it
             out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
-    folder = tuning.db_dir(opts.tuning_db, target)
-    db = folder if tuning.record_count(folder) else None
     for name, mod in graphs(ctx):
-        vm = build.build(mod, target, db)
+        vm = build.build(mod, target, ctx["tuning_db"])
         label = "TVM " + name.removeprefix("tvm_").upper()
         out.append((label, TVMRunner(vm, build.device_for(target), n, shape, name)))
-    return out, tuning.record_count(folder)
+    return out, ctx["tuning"]["records"]
 
 
 def measure(model_name, batch, args):

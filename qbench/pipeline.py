@@ -76,6 +76,9 @@ def prepare(opts):
         "imported": imported,
         "layers": layers,
     }
+    folder = tuning.db_dir(opts.tuning_db, target)
+    ctx["tuning"] = {"database": str(folder), "records": tuning.record_count(folder)}
+    ctx["tuning_db"] = folder if ctx["tuning"]["records"] else None
     ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
     ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
     ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], simulate=opts.quant.simulate)
@@ -98,11 +101,9 @@ def run(opts):
     started = time.time()
     ctx = prepare(opts)
     model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
-    folder = tuning.db_dir(opts.tuning_db, target)
-    ctx["tuning"] = {"database": str(folder), "records": tuning.record_count(folder)}
     runners = [TorchRunner(model.module, opts.batch_size, shape)]
     for name, mod in graphs(ctx):
-        vm = build.build(mod, target, folder if ctx["tuning"]["records"] else None)
+        vm = build.build(mod, target, ctx["tuning_db"])
         runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
     logits, labels = _evaluate(runners, ctx["images"], ctx["split"].eval, model, opts.batch_size)
     latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
@@ -152,7 +153,7 @@ def _calibrate(ctx):
     batches = full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     ranges = calibrate_module(
-        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total
+        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, ctx["tuning_db"]
     )
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(

@@ -50,7 +50,9 @@ def save_cached(cache_dir, key, ranges, meta):
     )
 
 
-def calibrate_module(mod, layers, batches, config, target, input_shape, batch_size, total=None):
+def calibrate_module(
+    mod, layers, batches, config, target, input_shape, batch_size, total=None, tuning_db=None
+):
     """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range.
 
     Args:
@@ -63,6 +65,7 @@ def calibrate_module(mod, layers, batches, config, target, input_shape, batch_si
         input_shape: (C, H, W).
         batch_size: static N the graph was exported with.
         total: number of batches, for the progress bar.
+        tuning_db: optional tuning database folder applied to the observer build.
 
     Returns:
         ``Range`` by layer name.
@@ -72,7 +75,7 @@ def calibrate_module(mod, layers, batches, config, target, input_shape, batch_si
     from ..runners import TVMRunner
 
     observer = TVMRunner(
-        build.build(observer_module(mod), target),
+        build.build(observer_module(mod), target, tuning_db),
         build.device_for(target),
         batch_size,
         input_shape,
