@@ -14,7 +14,7 @@ from .compare import accuracy_metrics, compare_logits, latency_stats
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
 from .quantize.rewrite import rewrite
-from .runners import TorchRunner, TVMRunner
+from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import signoff
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,7 @@ def run(opts):
 def full_batches(images, indices, model, batch_size):
     """Yield (x, n_valid): x is float32 (batch_size, C, H, W), zero-padded after n_valid rows."""
     for x, _ in data.batches(images, indices, model.preprocess, batch_size):
-        n = len(x)
-        if n < batch_size:
-            x = np.concatenate([x, np.zeros((batch_size - n, *x.shape[1:]), np.float32)])
-        yield x, n
+        yield pad_batch(x, batch_size), len(x)
 
 
 def _calibrate(ctx):

@@ -10,6 +10,14 @@ import time
 import numpy as np
 
 
+def pad_batch(x, batch_size):
+    """``x`` (n, C, H, W) zero-padded to (batch_size, C, H, W); returned as is when full."""
+    n = len(x)
+    if n == batch_size:
+        return x
+    return np.concatenate([x, np.zeros((batch_size - n, *x.shape[1:]), x.dtype)])
+
+
 class Runner:
     """Base runner. ``batch_size`` is the static N the runner was built for."""
 
@@ -39,10 +47,7 @@ class Runner:
                 f"{self.name}: expected float32 (<= {self.batch_size}, "
                 f"{', '.join(map(str, self.input_shape))}), got {x.dtype} {x.shape}"
             )
-        n = len(x)
-        if n < self.batch_size:
-            x = np.concatenate([x, np.zeros((self.batch_size - n, *self.input_shape), np.float32)])
-        return self.infer_impl(x)[:n]
+        return self.infer_impl(pad_batch(x, self.batch_size))[: len(x)]
 
     def infer_impl(self, x):
         raise NotImplementedError
