@@ -97,27 +97,38 @@ def device_for(target):
 
 
 def build(mod, target, tuning_db=None):
-    """Compile ``mod`` for ``target`` with TVM's default Relax pipeline for its kind (on cuda
-    that pipeline applies dlight's default GPU schedules).
+    """``compile`` ``mod`` and load it: a ``tvm.relax.VirtualMachine`` on the target's device."""
+    from tvm import relax
+
+    return relax.VirtualMachine(compile(mod, target, tuning_db), device_for(target))
+
+
+def compile(mod, target, tuning_db=None):  # noqa: A001  (the TVM verb)
+    """Compile ``mod`` for ``target``.
+
+    On llvm: ``lowering.cpu_pipeline`` (hand-scheduled VNNI kernels, then the tuning
+    database's best schedules, then default parallel schedules for the rest). On cuda: TVM's
+    default Relax pipeline, which applies dlight's default GPU schedules, after the database.
 
     Args:
         mod: Relax ``tvm.IRModule``.
         target: TVM target dict.
-        tuning_db: optional MetaSchedule database folder whose best schedules are applied
-            first (``tuning.apply``); kernels it lacks are built unscheduled.
+        tuning_db: optional MetaSchedule database folder (``tuning.db_dir``).
 
     Returns:
-        a ``tvm.relax.VirtualMachine`` on the target's device.
+        the ``tvm.relax.VMExecutable``.
     """
     import tvm
     from tvm import relax
 
-    if tuning_db is not None:
-        from .tuning import apply
+    from .tuning import apply
 
-        mod = apply(mod, target, tuning_db)
-    executable = relax.build(mod, tvm.target.Target(target))
-    return relax.VirtualMachine(executable, device_for(target))
+    return relax.build(apply(mod, target, tuning_db), tvm.target.Target(target))
+
+
+def assembly(executable):
+    """The generated assembly text of every compiled kernel library in ``executable``."""
+    return "\n".join(m.inspect_source("asm") for m in executable.mod._collect_dso_modules())
 
 
 def set_threads(threads):

@@ -11,6 +11,7 @@ from . import build, data, frontend, graph, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
+from .lowering import has_vnni
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
 from .quantize.rewrite import rewrite
@@ -81,7 +82,9 @@ def prepare(opts):
     ctx["tuning_db"] = folder if ctx["tuning"]["records"] else None
     ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
     ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
-    ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], simulate=opts.quant.simulate)
+    ctx["int8_mod"] = rewrite(
+        imported.mod, ctx["plans"], simulate=opts.quant.simulate, vnni=has_vnni(target)
+    )
     return ctx
 
 

@@ -7,8 +7,8 @@ workload; qbench keeps one database folder per target, so that records apply onl
 target they were measured on and every model shares what was tuned before. Records are
 appended as they are measured, so an interrupted tuning keeps what it found.
 
-Not done yet (issue 3): VNNI tensorization of the INT8 kernels, packed layouts, weight
-prepacking, and pre-tuned records shipped with the registry models.
+On llvm the hand-scheduled VNNI kernels (``qbench.kernels``) are not tuning tasks: they are
+scheduled before MetaSchedule sees the module.
 """
 
 import hashlib
@@ -58,39 +58,44 @@ def tune(mod, target, folder, trials_per_task, max_trials=None):
     Returns:
         The tuned ``tvm.IRModule`` (schedules from the database applied).
     """
-    import tvm
-    from tvm import relax
-
     tasks = _task_count(mod, target)
     total = max_trials or trials_per_task * max(tasks, 1)
     Path(folder).mkdir(parents=True, exist_ok=True)
-    pipeline = relax.pipeline.static_shape_tuning_pipeline(
-        total_trials=total,
+    return _pipeline(target, folder, total, trials_per_task)(mod)
+
+
+def apply(mod, target, folder):
+    """``mod`` lowered with every kernel the database of ``folder`` knows replaced by its
+    best schedule (``folder`` None: no database)."""
+    return _pipeline(target, folder, 0, None)(mod)
+
+
+def _pipeline(target, folder, trials, trials_per_task, fallback=True):
+    import tvm
+    from tvm import relax
+
+    if target["kind"] == "llvm":
+        from .lowering import cpu_pipeline
+
+        return cpu_pipeline(target, folder, trials, trials_per_task, fallback)
+    if folder is None:
+        return tvm.transform.Sequential([])
+    return relax.pipeline.static_shape_tuning_pipeline(
+        total_trials=trials,
         target=tvm.target.Target(target),
         work_dir=str(folder),
         max_trials_per_task=trials_per_task,
     )
-    return pipeline(mod)
-
-
-def apply(mod, target, folder):
-    """``mod`` with every kernel the database of ``folder`` knows replaced by its best
-    schedule; kernels it does not know are left for the default build."""
-    import tvm
-    from tvm import relax
-
-    pipeline = relax.pipeline.static_shape_tuning_pipeline(
-        total_trials=0, target=tvm.target.Target(target), work_dir=str(folder)
-    )
-    return pipeline(mod)
 
 
 def _task_count(mod, target):
     import tvm
+    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    with tvm.target.Target(target):
-        from tvm import relax
-
-        lowered = relax.get_pipeline("zero")(relax.transform.DecomposeOpsForInference()(mod))
+    if target["kind"] == "llvm":
+        lowered = _pipeline(target, None, 0, None, fallback=False)(mod)
+    else:
+        with tvm.target.Target(target):
+            lowered = relax.get_pipeline("zero")(mod)
     return len(ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target)))

@@ -7,12 +7,13 @@ import torch
 
 from qbench import build, frontend, graph, zoo
 from qbench.calibration.calibrate import calibrate_module
+from qbench.lowering import has_vnni
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
 from qbench.runners import TVMRunner
 
-LLVM = {"kind": "llvm"}
+LLVM = build.host_llvm_target(2)  # this CPU (AVX-512 VNNI here), as `--target llvm`
 
 
 @dataclass
@@ -32,15 +33,25 @@ class Quantized:
         return runner.infer(np.ascontiguousarray(x, np.float32))
 
 
+def run_tvm(executable, x):
+    """Run ``main`` of a compiled LLVM ``executable`` on numpy ``x``; numpy output."""
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(executable, tvm.cpu(0))
+    return vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu(0))).numpy()
+
+
 def loaded(module, shape):
     """A ``LoadedModel`` around a tiny module, (C, H, W) ``shape``."""
     return zoo.LoadedModel("tiny", module.eval(), tuple(shape), zoo.Preprocess(), "test", "0")
 
 
-def quantize_tiny(module, calib, config=None, **config_kwargs):
+def quantize_tiny(module, calib, config=None, vnni=None, **config_kwargs):
     """Import ``module``, calibrate on ``calib`` (list of float32 (N, C, H, W)), rewrite.
 
-    The first conv is quantized too unless the config says otherwise.
+    The first conv is quantized too unless the config says otherwise. ``vnni`` None: the
+    packed VNNI kernels when this CPU has them, as ``qbench run`` does.
     """
     config = config or QuantConfig(**{"skip_first": False, "calib_mode": "max", **config_kwargs})
     n, shape = calib[0].shape[0], calib[0].shape[1:]
@@ -49,7 +60,8 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     batches = [(np.asarray(x, np.float32), n) for x in calib]
     ranges = calibrate_module(imported.mod, layers, batches, config, LLVM, shape, n)
     plans = make_plans(layers, ranges, config)
-    int8 = rewrite(imported.mod, plans, simulate=config.simulate)
+    vnni = has_vnni(LLVM) if vnni is None else vnni
+    int8 = rewrite(imported.mod, plans, simulate=config.simulate, vnni=vnni)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
 
 

@@ -10,8 +10,11 @@ W_q with per-channel scales s_w, the rewrite emits
     y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
 
 Everything between integer layers (bias add, activations, pooling, add, concat) stays in
-FP32, so no range is shared between branches. ``simulate`` emits the fake-quantized FP32
-graph instead: conv2d(dequantize(x_q), s_w * W_q).
+FP32, so no range is shared between branches. With ``vnni=True`` (CPUs with AVX-512 VNNI),
+dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
+``qbench.kernels`` instead: x_q is packed to NCHW4c, W_q is prepacked to OIHW16o4i as a
+constant, and the int32 NCHW16c result is unpacked before the same correction and rescale.
+``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
 from dataclasses import dataclass
@@ -20,6 +23,8 @@ import numpy as np
 
 from ..graph import quantizable_call
 from .params import ActivationParams, QuantizedWeight
+
+OPAQUE_PATTERN = 8  # TVM's OpPatternKind::kOpaque
 
 
 @dataclass
@@ -35,8 +40,10 @@ class LayerPlan:
         return self.act is not None
 
 
-def rewrite(mod, plans, simulate=False):
+def rewrite(mod, plans, simulate=False, vnni=False):
     """Apply ``plans`` (one per quantizable layer, in graph order) to ``mod["main"]``.
+
+    ``vnni``: emit the packed VNNI kernels where the layer allows (see the module docstring).
 
     Returns:
         A new ``tvm.IRModule``; ``mod`` is unchanged.
@@ -61,8 +68,9 @@ def rewrite(mod, plans, simulate=False):
             self.index += 1
             if not plan.quantized:
                 return call
-            emit = self.builder_.emit
-            return (_simulated if simulate else _integer)(emit, call, kind, plan)
+            if simulate:
+                return _simulated(self.builder_.emit, call, kind, plan)
+            return _integer(self.builder_, call, kind, plan, vnni)
 
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
@@ -97,43 +105,111 @@ def _channel_shape(kind, n):
     return (1, n, 1, 1) if kind == "conv2d" else (n,)
 
 
-def _integer(emit, call, kind, plan):
+def _integer(bb, call, kind, plan, vnni):
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
-    x, attrs = call.args[0], call.attrs
-    n_out = weight.q.shape[0 if kind == "conv2d" else -1]
-    if kind == "conv2d":
-        padding = [int(p) for p in attrs.padding]
-        if act.zero_point and any(padding):
-            top, left, bottom, right = padding
-            x = emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
-            padding = [0, 0, 0, 0]
-        acc = emit(
-            op.nn.conv2d(
-                _quantize(emit, x, act, 1),
-                _const(weight.q, "int8"),
-                attrs.strides,
-                padding,
-                attrs.dilation,
-                int(attrs.groups),
-                attrs.data_layout,
-                attrs.kernel_layout,
-                attrs.out_layout,
-                out_dtype="int32",
-            )
-        )
-        sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3))
+    if vnni and _packable(call, kind):
+        acc = (_packed_conv if kind == "conv2d" else _packed_dense)(bb, call, plan)
     else:
-        acc = emit(
-            op.matmul(_quantize(emit, x, act, -1), _const(weight.q, "int8"), out_dtype="int32")
-        )
-        sums = weight.q.astype(np.int64).sum(axis=0)
+        acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
+    n_out = weight.q.shape[0 if kind == "conv2d" else -1]
+    sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
-        acc = emit(op.subtract(acc, _const((act.zero_point * sums).reshape(shape), "int32")))
+        acc = bb.emit(op.subtract(acc, _const((act.zero_point * sums).reshape(shape), "int32")))
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
-    return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
+    return op.multiply(
+        bb.emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32")
+    )
+
+
+def _packable(call, kind):
+    """Ungrouped NCHW/OIHW conv2d, or a matmul of a 2-D input."""
+    if kind == "conv2d":
+        a = call.attrs
+        return int(a.groups) == 1 and a.data_layout == "NCHW" and a.kernel_layout == "OIHW"
+    return len(call.args[0].ty.shape) == 2
+
+
+def _pad_input(emit, x, padding, always):
+    """Explicit padding with real 0.0, which quantizes to the zero point."""
+    from tvm.relax import op
+
+    if not (always and any(padding)):
+        return x, padding
+    top, left, bottom, right = padding
+    return emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0)), [0] * 4
+
+
+def _plain_conv(emit, call, plan):
+    from tvm.relax import op
+
+    attrs = call.attrs
+    padding = [int(p) for p in attrs.padding]
+    x, padding = _pad_input(emit, call.args[0], padding, plan.act.zero_point != 0)
+    return emit(
+        op.nn.conv2d(
+            _quantize(emit, x, plan.act, 1),
+            _const(plan.weight.q, "int8"),
+            attrs.strides,
+            padding,
+            attrs.dilation,
+            int(attrs.groups),
+            attrs.data_layout,
+            attrs.kernel_layout,
+            attrs.out_layout,
+            out_dtype="int32",
+        )
+    )
+
+
+def _plain_dense(emit, call, plan):
+    from tvm.relax import op
+
+    x_q = _quantize(emit, call.args[0], plan.act, -1)
+    return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
+
+
+def _packed_conv(bb, call, plan):
+    from ..kernels import layout
+
+    attrs = call.attrs
+    padding = [int(p) for p in attrs.padding]
+    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
+    x_q = _quantize(bb.emit, x, plan.act, 1)
+    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, int(plan.act.zero_point)))
+    weight = _const(layout.pack_conv_weight(plan.weight.q), "int8")
+    strides = tuple(int(s) for s in attrs.strides)
+    dilation = tuple(int(d) for d in attrs.dilation)
+    acc = bb.emit(_call_vnni(bb, packed, weight, strides, dilation))
+    return bb.emit(bb.call_te(layout.unpack_nchw16c, acc, plan.weight.q.shape[0]))
+
+
+def _packed_dense(bb, call, plan):
+    from ..kernels import layout
+
+    x_q = _quantize(bb.emit, call.args[0], plan.act, -1)
+    packed = bb.emit(bb.call_te(layout.pack_rows, x_q, int(plan.act.zero_point)))
+    weight = _const(layout.pack_dense_weight(plan.weight.q), "int8")
+    acc = bb.emit(_call_vnni(bb, packed, weight, (1, 1), (1, 1)))
+    return bb.emit(bb.call_te(layout.unpack_rows, acc, plan.weight.q.shape[-1]))
+
+
+def _call_vnni(bb, packed, weight, strides, dilation):
+    """The packed conv as its own kernel: ``op_pattern`` opaque keeps FuseOps from merging
+    it, so that ``kernels.schedules.VnniConv`` finds it alone."""
+    from ..kernels.conv2d import conv2d_nchw4c
+
+    return bb.call_te(
+        conv2d_nchw4c,
+        packed,
+        weight,
+        strides,
+        dilation,
+        primfunc_name_hint="conv2d_nchw4c_vnni",
+        primfunc_attrs={"op_pattern": OPAQUE_PATTERN},
+    )
 
 
 def _simulated(emit, call, kind, plan):

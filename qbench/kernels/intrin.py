@@ -1,0 +1,82 @@
+"""The AVX-512 VNNI dot-product intrinsic ``dot_16x4_vnni``, mended for LLVM 22.
+
+``vpdpbusd`` computes, for each of 16 int32 lanes, ``C[i] += sum_k uint8(A[k]) * int8(B[i, k])``
+over 4 bytes: the 16x4 tensor intrinsic of TVM's x86 schedules. TVM 0.27 registers it calling
+``llvm.x86.avx512.vpdpbusd.512`` with three ``<16 x i32>`` operands. LLVM 22 (the one the 0.27
+wheel ships) declares the last two as ``<64 x i8>``, so every call fails LLVM's verifier and
+MetaSchedule silently keeps only untensorized candidates. ``ensure_vnni_intrin`` re-registers the
+intrinsic under the same name with byte-vector operands when, and only when, the registered one
+still passes 32-bit operands to an LLVM of version 22 or later.
+"""
+
+from tvm.s_tir import TensorIntrin
+from tvm.script import tirx as T
+
+VNNI_INTRIN = "dot_16x4_vnni"
+LLVM_BYTE_OPERANDS_SINCE = 22
+
+
+@T.prim_func(s_tir=True)
+def _dot_16x4_desc(
+    A: T.Buffer((4,), "uint8", offset_factor=1),
+    B: T.Buffer((16, 4), "int8", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+        T.writes(C[0:16])
+        for i in T.serial(0, 16):
+            for k in T.serial(0, 4):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+
+@T.prim_func(s_tir=True)
+def _dot_16x4_vnni_bytes(
+    A: T.Buffer((4,), "uint8", offset_factor=1),
+    B: T.Buffer((16, 4), "int8", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+        T.writes(C[0:16])
+        a_word = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+        a_bytes = T.reinterpret(T.broadcast(a_word, 16), dtype="int8x64")
+        C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+            T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
+            C.vload([0], dtype="int32x16"),
+            a_bytes,
+            B.vload([0, 0], dtype="int8x64"),
+            dtype="int32x16",
+        )
+
+
+def _passes_word_operands(impl):
+    """True when ``impl`` reinterprets the int8 weight bytes as ``<16 x i32>`` for the call,
+    as TVM 0.27's registration does (read from its TVMScript: TIR has no Python visitor)."""
+    return 'T.reinterpret("int32x16"' in impl.script()
+
+
+def needs_fix():
+    """Whether the registered ``dot_16x4_vnni`` is the one LLVM >= 22 rejects."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (registers TVM's own intrinsics)
+    from tvm.target import codegen
+
+    if codegen.llvm_version_major() < LLVM_BYTE_OPERANDS_SINCE:
+        return False
+    return _passes_word_operands(TensorIntrin.get(VNNI_INTRIN).impl)
+
+
+def ensure_vnni_intrin():
+    """Make ``dot_16x4_vnni`` usable in this process (idempotent; call before scheduling or
+    tuning INT8 kernels).
+
+    Returns:
+        True when the intrinsic was re-registered with byte operands, False when TVM's own
+        registration is already usable.
+    """
+    if not needs_fix():
+        return False
+    TensorIntrin.register(VNNI_INTRIN, _dot_16x4_desc, _dot_16x4_vnni_bytes, override=True)
+    return True
