@@ -68,10 +68,11 @@ def _add_run_options(r):
     r.add_argument(
         "--skip-layers",
         default="",
-        help="comma-separated layer indices or names "
-        "kept in FP32 (the first conv is always kept unless --quantize-first)",
+        help="comma-separated layer indices or names kept in FP32",
     )
-    r.add_argument("--quantize-first", action="store_true", help="quantize the first conv too")
+    r.add_argument(
+        "--keep-first-fp32", action="store_true", help="keep the first conv in FP32 (as Relay)"
+    )
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
     r.add_argument("--min-top1-agreement", type=float, default=0.97)
     r.add_argument("--max-accuracy-drop", type=float, default=1.0, help="percentage points")
@@ -138,7 +139,7 @@ def _options(args):
         global_scale=args.global_scale,
         per_channel=not args.per_tensor,
         skip_layers=_skip_list(args.skip_layers),
-        skip_first=not args.quantize_first,
+        skip_first=args.keep_first_fp32,
         simulate=args.simulate,
     )
     from .tuning import default_root

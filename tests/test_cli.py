@@ -198,6 +198,7 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
         "1",
         "--repeat",
         "20",
+        "--keep-first-fp32",
     )
     report = _report(tmp_path)
     assert code == (0 if report["signoff"]["verdict"] == "PASS" else 1)

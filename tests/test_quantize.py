@@ -103,14 +103,14 @@ def test_built_int8_module_computes_in_integers_and_simulation_does_not():
     assert len(integer_gemm_kernels(quantize_tiny(conv, _data(cshape)).int8_mod)) == 2
 
 
-def test_first_conv_skipped_by_default_and_skip_by_name():
+def test_first_conv_quantized_by_default_kept_on_request_and_skip_by_name():
     module, shape = MODELS["conv"]
     q = quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max"))
+    assert [p.quantized for p in q.plans] == [True, True]
+    q = quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max", skip_first=True))
     assert [p.quantized for p in q.plans] == [False, True]
     assert "first conv" in q.plans[0].reason
-    q = quantize_tiny(
-        module, _data(shape), QuantConfig(calib_mode="max", skip_first=False, skip_layers=("2",))
-    )
+    q = quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max", skip_layers=("2",)))
     assert [p.quantized for p in q.plans] == [True, False]
 
 

@@ -6,8 +6,9 @@ for example by a MetaSchedule database):
 - ``VnniConv``: the packed uint8 x int8 conv of ``conv2d.py`` (also every dense layer), with
   the hand schedule measured in ``schedule_conv2d_vnni``;
 - ``CpuFallback``: every other kernel. Like dlight's GPU ``Fallback`` it inlines what it can,
-  then runs the spatial loops of each remaining block in parallel and vectorizes injective
-  blocks. Untuned Relax builds are single-threaded scalar loops otherwise.
+  then runs the outer spatial loops of each remaining block in parallel and vectorizes the
+  innermost (for conv- and pool-like blocks, inside the reduction loops). Untuned Relax builds
+  are single-threaded scalar loops otherwise.
 """
 
 from tvm import s_tir, tirx
@@ -18,6 +19,7 @@ from tvm.s_tir.dlight.base.common_schedules import try_inline
 from .conv2d import OP_NAME, schedule_conv2d_vnni
 
 VECTOR_LANES = 16
+CONV_LIKE_SPATIAL = 3  # (N, C, H, W)-like outputs: rows worth vectorizing
 
 
 class VnniConv(ScheduleRule):
@@ -54,14 +56,35 @@ def _parallelize(sch, info):
     loops = {"S": [], "R": [], "O": []}
     for loop, kind in zip(sch.get_loops(info.block_rv), info.dom_kind(), strict=False):
         loops[kind].append(loop)
-    if not loops["S"] or loops["O"]:
+    spatial, reduce = loops["S"], loops["R"]
+    if not spatial or loops["O"]:
         return
-    sch.reorder(*loops["S"], *loops["R"])
-    fused = sch.fuse(*loops["S"])
-    extent = sch.get(fused).extent
-    if info.is_injective() and isinstance(extent, tirx.IntImm) and extent % VECTOR_LANES == 0:
-        outer, inner = sch.split(fused, [None, VECTOR_LANES])
-        sch.parallel(outer)
-        sch.vectorize(inner)
+    if reduce and len(spatial) >= CONV_LIKE_SPATIAL:
+        _row_reduction(sch, info.block_rv, spatial, reduce)
+        return
+    sch.reorder(*spatial, *reduce)
+    if len(spatial) > 1 and not reduce:
+        sch.parallel(sch.fuse(*spatial[:-1]))
+        _vectorize(sch, spatial[-1])
     else:
-        sch.parallel(fused)
+        sch.parallel(sch.fuse(*spatial))
+
+
+def _row_reduction(sch, block, spatial, reduce):
+    """Conv- and pool-like blocks: parallel over the outer spatial loops, the reduction
+    loops next, and the innermost spatial loop (an output row) inside them, so each step is a
+    multiply-add over a row that stays in L1. TIR refuses ``vectorize`` on a reduction's
+    update; LLVM's loop vectorizer takes that plain innermost loop instead."""
+    *outer, row = spatial
+    sch.parallel(sch.fuse(*outer))
+    sch.reorder(*reduce, row)
+    init = sch.decompose_reduction(block, reduce[0])
+    _vectorize(sch, sch.get_loops(init)[-1])
+
+
+def _vectorize(sch, loop):
+    """Vectorize ``loop`` by ``VECTOR_LANES`` when its extent allows; otherwise leave it to
+    LLVM's own loop vectorizer."""
+    extent = sch.get(loop).extent
+    if isinstance(extent, tirx.IntImm) and int(extent) % VECTOR_LANES == 0:
+        sch.vectorize(sch.split(loop, [None, VECTOR_LANES])[1])

@@ -47,5 +47,5 @@ def _skip_reason(layer, config, first_conv):
     if layer.index in config.skip_layers or layer.name in config.skip_layers:
         return "skipped by --skip-layers"
     if config.skip_first and layer.index == first_conv:
-        return "first conv kept in FP32 (default, as Relay's skip_conv_layers)"
+        return "first conv kept in FP32 (--keep-first-fp32, as Relay's skip_conv_layers)"
     return ""
