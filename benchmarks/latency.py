@@ -74,10 +74,10 @@ def runners(ctx, calib):
         except Exception as e:  # noqa: BLE001 - report the failure, never hide it
             out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
     for name, mod in graphs(ctx):
-        vm = build.build(mod, target, ctx["tuning_db"])
+        vm = build.build(mod, target, ctx["databases"])
         label = "TVM " + name.removeprefix("tvm_").upper()
         out.append((label, TVMRunner(vm, build.device_for(target), n, shape, name)))
-    return out, ctx["tuning"]["records"]
+    return out, ctx["tuning"]
 
 
 def measure(model_name, batch, args):
@@ -100,7 +100,7 @@ def measure(model_name, batch, args):
         calib = [x for x, _ in full_batches(ctx["images"], ctx["split"].calib, ctx["model"], batch)]
         x, _ = next(full_batches(ctx["images"], ctx["split"].eval, ctx["model"], batch))
         macs = graph.gemm_macs(ctx["imported"].mod)
-        found, records = runners(ctx, calib)
+        found, tuned = runners(ctx, calib)
     rows, eager = [], None
     for name, runner in found:
         if isinstance(runner, str):
@@ -122,7 +122,8 @@ def measure(model_name, batch, args):
             ]
         )
     print(
-        f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning records: {records}",
+        f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "
+        f"({tuned['records']} user records, {tuned['pretuned_records']} pre-tuned)",
         file=sys.stderr,
     )
     return rows

@@ -96,14 +96,14 @@ def device_for(target):
     return tvm.cuda(0) if target["kind"] == "cuda" else tvm.cpu(0)
 
 
-def build(mod, target, tuning_db=None):
+def build(mod, target, databases=()):
     """``compile`` ``mod`` and load it: a ``tvm.relax.VirtualMachine`` on the target's device."""
     from tvm import relax
 
-    return relax.VirtualMachine(compile(mod, target, tuning_db), device_for(target))
+    return relax.VirtualMachine(compile(mod, target, databases), device_for(target))
 
 
-def compile(mod, target, tuning_db=None):  # noqa: A001  (the TVM verb)
+def compile(mod, target, databases=()):  # noqa: A001  (the TVM verb)
     """Compile ``mod`` for ``target``.
 
     On llvm: ``lowering.cpu_pipeline`` (hand-scheduled VNNI kernels, then the tuning
@@ -113,7 +113,7 @@ def compile(mod, target, tuning_db=None):  # noqa: A001  (the TVM verb)
     Args:
         mod: Relax ``tvm.IRModule``.
         target: TVM target dict.
-        tuning_db: optional MetaSchedule database folder (``tuning.db_dir``).
+        databases: MetaSchedule database folders (``tuning.databases``) applied first.
 
     Returns:
         the ``tvm.relax.VMExecutable``.
@@ -123,7 +123,7 @@ def compile(mod, target, tuning_db=None):  # noqa: A001  (the TVM verb)
 
     from .tuning import apply
 
-    return relax.build(apply(mod, target, tuning_db), tvm.target.Target(target))
+    return relax.build(apply(mod, target, databases), tvm.target.Target(target))
 
 
 def assembly(executable):

@@ -24,13 +24,13 @@ def _parser():
     models.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
     r = sub.add_parser("run", help="calibrate, quantize, build, compare, report")
     _add_run_options(r)
+    r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
     t = sub.add_parser(
         "tune",
         help="MetaSchedule-tune the FP32 and INT8 graphs of a model; "
         "records are kept in the tuning database and applied by every run",
     )
     _add_run_options(t)
-    t.add_argument("--trials", type=int, default=16, help="trials per kernel (task)")
     return p
 
 
@@ -84,6 +84,14 @@ def _add_run_options(r):
         help="tuning database root (default: "
         "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
     )
+    r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
+    r.add_argument("--time-budget", type=float, help="minutes of tuning; no new kernel after it")
+    r.add_argument(
+        "--tune-graphs",
+        default="fp32,int8",
+        help="graphs to tune: fp32, int8 or both (INT8 kernels embed calibrated scales, so "
+        "their records serve only the same calibration)",
+    )
     r.add_argument("-v", "--verbose", action="store_true")
 
 
@@ -109,13 +117,15 @@ def _check_args(args):
         ("global_scale", 0, None),
         ("min_top1_agreement", 0, 1),
         ("max_accuracy_drop", 0, 100),
+        ("trials", 1, None),
+        ("time_budget", 0, None),
     ]
     for name, lo, hi in limits:
         value = getattr(args, name)
         if value is None:
             continue
         bad = not math.isfinite(value) or value < lo or (hi is not None and value > hi)
-        bad = bad or (name in ("percentile", "global_scale") and value <= 0)
+        bad = bad or (name in ("percentile", "global_scale", "time_budget") and value <= 0)
         if bad:
             valid = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
             flag = "--" + name.replace("_", "-")
@@ -124,6 +134,9 @@ def _check_args(args):
         raise UserError(f"--std {args.std}: every value must be non-zero")
     if args.input_shape and min(args.input_shape) < 1:
         raise UserError(f"--input-shape {args.input_shape}: C, H and W must be >= 1")
+    graphs = set(args.tune_graphs.split(","))
+    if not graphs or not graphs <= {"fp32", "int8"}:
+        raise UserError(f"--tune-graphs {args.tune_graphs}: valid: fp32, int8 or fp32,int8")
     if args.data == "":
         raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
 
@@ -150,7 +163,10 @@ def _options(args):
     ).split()
     args.tuning_db = args.tuning_db or str(default_root())
     fields.append("tuning_db")
-    return RunOptions(quant=quant, **{f: getattr(args, f) for f in fields})
+    tune = {"tune_trials": args.trials if getattr(args, "tune", False) else 0}
+    tune["time_budget_min"] = args.time_budget
+    tune["tune_graphs"] = tuple(g for g in ("fp32", "int8") if g in args.tune_graphs.split(","))
+    return RunOptions(quant=quant, **tune, **{f: getattr(args, f) for f in fields})
 
 
 def _run(args):
@@ -166,26 +182,15 @@ def _run(args):
 
 
 def _tune(args):
-    import time
+    from .pipeline import prepare, tune_graphs
 
-    from . import tuning
-    from .pipeline import graphs, prepare
-
-    if args.trials < 1:
-        raise UserError(f"--trials {args.trials}: must be >= 1")
     ctx = prepare(_options(args))
-    folder = tuning.db_dir(ctx["opts"].tuning_db, ctx["target"])
-    for name, mod in graphs(ctx):
-        before, start = tuning.record_count(folder), time.time()
+    print(f"tuning into {ctx['tuning']['database']} (Ctrl-C stops after the current kernel)")
+    opts = ctx["opts"]
+    for name, s in tune_graphs(ctx, args.trials, args.time_budget, opts.tune_graphs).items():
         print(
-            f"tuning {name}: {args.trials} trials per kernel into {folder} "
-            "(progress in its logs/; Ctrl-C keeps the records measured so far)",
-            flush=True,
-        )
-        tuning.tune(mod, ctx["target"], folder, args.trials)
-        print(
-            f"tuned {name}: {tuning.record_count(folder) - before} new records in "
-            f"{time.time() - start:.0f} s"
+            f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
+            f"in {s.seconds:.0f} s" + (f"; stopped by {s.stopped}" if s.stopped else "")
         )
     return EXIT_PASS
 
@@ -202,10 +207,8 @@ def _models(pattern):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    level = logging.INFO if getattr(args, "verbose", False) else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
         commands = {
             "models": lambda: _models(args.pattern),

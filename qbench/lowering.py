@@ -1,8 +1,8 @@
 """The CPU compile pipeline: legalize and fuse, schedule, then ``relax.build``.
 
 Order matters: the hand-scheduled VNNI kernels are scheduled first, so MetaSchedule neither
-tunes nor replaces them (it skips kernels marked scheduled); then the tuning database (tuning
-first, when asked); then ``CpuFallback`` for whatever no record covers. It follows the steps
+tunes nor replaces them (it skips kernels marked scheduled); then the tuning databases; then
+``CpuFallback`` for whatever no record covers. It follows the steps
 of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 """
 
@@ -17,16 +17,16 @@ def has_vnni(target):
     return bool(codegen.target_has_features("avx512vnni", tvm.target.Target(target)))
 
 
-def cpu_pipeline(target, work_dir=None, trials=0, trials_per_task=None, fallback=True):
+def cpu_pipeline(target, databases=(), fallback=True):
     """A module pass lowering a Relax module for the llvm ``target`` (dict).
 
     Args:
-        work_dir: MetaSchedule database folder; None applies no records.
-        trials: total MetaSchedule trials to run first (0: apply the database only).
-        trials_per_task: cap per kernel (task).
+        databases: MetaSchedule database folders whose best records are applied.
         fallback: give the remaining kernels ``CpuFallback`` schedules (False leaves them
             unscheduled, as MetaSchedule's task extraction needs).
     """
+    import contextlib
+
     import tvm
     from tvm import relax
     from tvm.relax import transform
@@ -34,31 +34,24 @@ def cpu_pipeline(target, work_dir=None, trials=0, trials_per_task=None, fallback
 
     from .kernels.intrin import ensure_vnni_intrin
     from .kernels.schedules import CpuFallback, VnniConv
+    from .tuning import union_database
 
     ensure_vnni_intrin()
-    steps = [
-        transform.DecomposeOpsForInference(),
-        transform.CanonicalizeBindings(),
-        relax.get_pipeline("zero"),
-        dlight.ApplyDefaultSchedule(VnniConv()),
-    ]
-    if work_dir is not None and trials > 0:
-        steps.append(
-            transform.MetaScheduleTuneIRMod(
-                params={},
-                work_dir=str(work_dir),
-                max_trials_global=trials,
-                max_trials_per_task=trials_per_task,
-            )
-        )
-    if work_dir is not None:
-        steps.append(transform.MetaScheduleApplyDatabase(str(work_dir)))
-    if fallback:
-        steps.append(dlight.ApplyDefaultSchedule(CpuFallback()))
 
     @tvm.transform.module_pass(opt_level=0)
     def _lower(mod, _ctx):
-        with tvm.target.Target(target):
+        db = union_database(databases) if databases else contextlib.nullcontext()
+        with tvm.target.Target(target), db:
+            steps = [
+                transform.DecomposeOpsForInference(),
+                transform.CanonicalizeBindings(),
+                relax.get_pipeline("zero"),
+                dlight.ApplyDefaultSchedule(VnniConv()),
+            ]
+            if databases:
+                steps.append(transform.MetaScheduleApplyDatabase())
+            if fallback:
+                steps.append(dlight.ApplyDefaultSchedule(CpuFallback()))
             return tvm.transform.Sequential(steps)(mod)
 
     return _lower

@@ -44,6 +44,9 @@ class RunOptions:
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
     tuning_db: str = None
+    tune_trials: int = 0
+    time_budget_min: float = None
+    tune_graphs: tuple = ("fp32", "int8")
     quant: QuantConfig = field(default_factory=QuantConfig)
 
 
@@ -77,9 +80,7 @@ def prepare(opts):
         "imported": imported,
         "layers": layers,
     }
-    folder = tuning.db_dir(opts.tuning_db, target)
-    ctx["tuning"] = {"database": str(folder), "records": tuning.record_count(folder)}
-    ctx["tuning_db"] = folder if ctx["tuning"]["records"] else None
+    _find_databases(ctx)
     ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
     ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
     ctx["int8_mod"] = rewrite(
@@ -103,10 +104,12 @@ def run(opts):
 
     started = time.time()
     ctx = prepare(opts)
+    if opts.tune_trials:
+        tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
     model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
     runners = [TorchRunner(model.module, opts.batch_size, shape)]
     for name, mod in graphs(ctx):
-        vm = build.build(mod, target, ctx["tuning_db"])
+        vm = build.build(mod, target, ctx["databases"])
         runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
     logits, labels = _evaluate(runners, ctx["images"], ctx["split"].eval, model, opts.batch_size)
     latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
@@ -117,6 +120,39 @@ def run(opts):
         results, opts.min_top1_agreement, opts.max_accuracy_drop, model.random_weights, quantized
     )
     return report
+
+
+def _find_databases(ctx, fresh=None):
+    """Set ``ctx["databases"]`` and the report's ``ctx["tuning"]`` (``fresh``: the
+    ``TuneSummary`` list of a tuning done by this run)."""
+    opts, target = ctx["opts"], ctx["target"]
+    folders, source = tuning.databases(opts.tuning_db, target)
+    user, pretuned = tuning.db_dir(opts.tuning_db, target), tuning.pretuned_dir(target)
+    ctx["databases"] = folders
+    ctx["tuning"] = {
+        "source": ("fresh tuning + " if fresh else "") + source,
+        "database": str(user),
+        "records": tuning.record_count(user),
+        "pretuned_database": str(pretuned) if pretuned else None,
+        "pretuned_records": tuning.record_count(pretuned) if pretuned else 0,
+        "fresh": {name: asdict(s) for name, s in fresh.items()} if fresh else {},
+    }
+
+
+def tune_graphs(ctx, trials_per_task, time_budget_min=None, which=("fp32", "int8")):
+    """Tune the FP32 and INT8 graphs of a prepared run into the user's database, then point
+    the run's builds at the result. Returns {graph name: ``tuner.TuneSummary``}."""
+    folder = tuning.db_dir(ctx["opts"].tuning_db, ctx["target"])
+    deadline = time.time() + 60 * time_budget_min if time_budget_min else None
+    summaries = {}
+    for name, mod in graphs(ctx):
+        if name.removeprefix("tvm_") not in which:
+            continue
+        summaries[name] = tuning.tune(mod, ctx["target"], folder, trials_per_task, deadline, name)
+        if summaries[name].stopped:
+            break
+    _find_databases(ctx, fresh=summaries)
+    return summaries
 
 
 def full_batches(images, indices, model, batch_size):
@@ -153,7 +189,7 @@ def _calibrate(ctx):
     batches = full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     ranges = calibrate_module(
-        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, ctx["tuning_db"]
+        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, ctx["databases"]
     )
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(

@@ -248,9 +248,11 @@ def summary_lines(report):
     ]
     t = report["tuning"]
     lines.append(
-        f"tuning: {t['records']} records applied from {t['database']}"
-        if t["records"]
-        else "tuning: none (untuned builds; see `qbench tune`)"
+        f"tuning: {t['source']} ({t['records']} records in {t['database']}, "
+        f"{t['pretuned_records']} pre-tuned records shipped for this target)"
+        if t["source"] != "none"
+        else "tuning: none (no records for this target: untuned kernels use qbench's default "
+        "schedules; see `qbench tune`)"
     )
     if any(e["latency"]["noisy"] for e in report["results"].values()):
         lines.append(

@@ -7,6 +7,10 @@ workload; qbench keeps one database folder per target, so that records apply onl
 target they were measured on and every model shares what was tuned before. Records are
 appended as they are measured, so an interrupted tuning keeps what it found.
 
+Pre-tuned records ship inside the package (``qbench/pretuned``, the way TVM's TopHub once
+shipped tuned logs); every build applies the best of them and of the user's database. They
+are produced by ``qbench tune ... --tuning-db qbench/pretuned`` (README.md gives the commands).
+
 On llvm the hand-scheduled VNNI kernels (``qbench.kernels``) are not tuning tasks: they are
 scheduled before MetaSchedule sees the module.
 """
@@ -17,6 +21,7 @@ import os
 from pathlib import Path
 
 RECORDS = "database_tuning_record.json"
+PRETUNED_ROOT = Path(__file__).parent / "pretuned"
 
 
 def default_root():
@@ -44,58 +49,74 @@ def record_count(folder):
         return sum(1 for line in f if line.strip())
 
 
-def tune(mod, target, folder, trials_per_task, max_trials=None):
-    """Tune every kernel of ``mod`` for ``target``, adding records to ``folder``.
+def pretuned_dir(target):
+    """The shipped database folder for ``target``, or None when qbench ships none for it."""
+    folder = db_dir(PRETUNED_ROOT, target)
+    return folder if record_count(folder) else None
+
+
+def databases(root, target):
+    """The database folders a build applies: the user's (``root``) and the shipped one, each
+    only when it holds records. Returns (folders, source): source is ``"user database"``,
+    ``"pre-tuned"``, ``"pre-tuned + user database"`` or ``"none"``."""
+    user = db_dir(root, target)
+    folders = [f for f in (user if record_count(user) else None, pretuned_dir(target)) if f]
+    names = {user: "user database"}
+    source = " + ".join(sorted(names.get(f, "pre-tuned") for f in folders)) or "none"
+    return folders, source
+
+
+def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
+    """Tune every kernel of ``mod`` for ``target`` that ``folder`` does not know yet.
 
     Args:
         mod: a Relax ``tvm.IRModule`` (FP32 or INT8).
         target: TVM target dict.
-        folder: database folder (``db_dir``).
-        trials_per_task: MetaSchedule trials per kernel (task).
-        max_trials: total trial budget; default ``trials_per_task`` times the task count
-            (so that no task is starved).
-
+        folder: database folder (``db_dir``), created if missing.
+        trials_per_task: mean MetaSchedule trials per kernel (``tuner.trial_budgets``).
+        deadline: ``time.time()`` after which no new kernel starts.
+        label: progress bar title.
     Returns:
-        The tuned ``tvm.IRModule`` (schedules from the database applied).
+        the ``tuner.TuneSummary``.
     """
-    tasks = _task_count(mod, target)
-    total = max_trials or trials_per_task * max(tasks, 1)
+    from .tuner import tune_tasks_of
+
     Path(folder).mkdir(parents=True, exist_ok=True)
-    return _pipeline(target, folder, total, trials_per_task)(mod)
+    lowered = _pipeline(target, [], fallback=False)(mod)
+    return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label)
 
 
-def apply(mod, target, folder):
-    """``mod`` lowered with every kernel the database of ``folder`` knows replaced by its
-    best schedule (``folder`` None: no database)."""
-    return _pipeline(target, folder, 0, None)(mod)
+def apply(mod, target, folders):
+    """``mod`` lowered, with every kernel the databases in ``folders`` know replaced by the
+    best schedule among them."""
+    return _pipeline(target, folders)(mod)
 
 
-def _pipeline(target, folder, trials, trials_per_task, fallback=True):
+def _pipeline(target, folders, fallback=True):
     import tvm
     from tvm import relax
 
     if target["kind"] == "llvm":
         from .lowering import cpu_pipeline
 
-        return cpu_pipeline(target, folder, trials, trials_per_task, fallback)
-    if folder is None:
-        return tvm.transform.Sequential([])
-    return relax.pipeline.static_shape_tuning_pipeline(
-        total_trials=trials,
-        target=tvm.target.Target(target),
-        work_dir=str(folder),
-        max_trials_per_task=trials_per_task,
-    )
+        return cpu_pipeline(target, folders, fallback)
+    zero = relax.get_pipeline("zero")
+    if not folders:
+        return zero
+
+    @tvm.transform.module_pass(opt_level=0)
+    def _gpu(mod, _ctx):
+        with tvm.target.Target(target), union_database(folders):
+            return tvm.transform.Sequential([zero, relax.transform.MetaScheduleApplyDatabase()])(
+                mod
+            )
+
+    return _gpu
 
 
-def _task_count(mod, target):
-    import tvm
-    from tvm import relax
+def union_database(folders):
+    """One MetaSchedule database over ``folders`` (best record of each workload wins)."""
     from tvm.s_tir import meta_schedule as ms
 
-    if target["kind"] == "llvm":
-        lowered = _pipeline(target, None, 0, None, fallback=False)(mod)
-    else:
-        with tvm.target.Target(target):
-            lowered = relax.get_pipeline("zero")(mod)
-    return len(ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target)))
+    parts = [ms.database.JSONDatabase(work_dir=str(f)) for f in folders]
+    return parts[0] if len(parts) == 1 else ms.database.UnionDatabase(*parts)

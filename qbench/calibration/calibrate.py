@@ -51,7 +51,7 @@ def save_cached(cache_dir, key, ranges, meta):
 
 
 def calibrate_module(
-    mod, layers, batches, config, target, input_shape, batch_size, total=None, tuning_db=None
+    mod, layers, batches, config, target, input_shape, batch_size, total=None, databases=()
 ):
     """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range.
 
@@ -65,7 +65,7 @@ def calibrate_module(
         input_shape: (C, H, W).
         batch_size: static N the graph was exported with.
         total: number of batches, for the progress bar.
-        tuning_db: optional tuning database folder applied to the observer build.
+        databases: tuning database folders applied to the observer build.
 
     Returns:
         ``Range`` by layer name.
@@ -75,7 +75,7 @@ def calibrate_module(
     from ..runners import TVMRunner
 
     observer = TVMRunner(
-        build.build(observer_module(mod), target, tuning_db),
+        build.build(observer_module(mod), target, databases),
         build.device_for(target),
         batch_size,
         input_shape,

@@ -1,0 +1,195 @@
+"""The tuning loop: MetaSchedule with trial budgets per kernel, progress, Ctrl-C, time budget.
+
+TVM's ``MetaScheduleTuneIRMod`` tunes every kernel in one C++ call that neither reports
+progress nor stops on Ctrl-C, and gives every kernel the same trial cap. qbench drives
+``meta_schedule.tune_tasks`` itself:
+
+- kernels whose workload a database already holds are skipped (a re-run tunes nothing
+  already tuned);
+- trials go where the FLOPs are (``trial_budgets``); kernels with the same budget share one
+  ``tune_tasks`` call (a call costs seconds of builder/runner start-up);
+- a measure callback drives a progress bar (trials, kernels, best latency of the kernel just
+  measured) and stops the search on Ctrl-C or when ``--time-budget`` runs out. Records already
+  measured stay: MetaSchedule's JSON database appends each one as it is made. A second
+  Ctrl-C aborts at once.
+"""
+
+import logging
+import math
+import signal
+import time
+from dataclasses import dataclass
+
+from tqdm import tqdm
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+MAX_TRIALS_PER_ITER = 64  # MetaSchedule's default measurement batch
+MS_LOGGER = "tvm.s_tir.meta_schedule"
+
+
+@dataclass
+class TuneSummary:
+    """What one ``tune_tasks_of`` call did: kernel counts, seconds, why it stopped early."""
+
+    tasks: int
+    tuned: int
+    skipped: int
+    seconds: float
+    stopped: str = ""
+
+
+class _Stop(Exception):
+    """Raised inside the measure callback to end MetaSchedule's search early."""
+
+
+def trial_budgets(flops, trials_per_task):
+    """Trials per kernel, spent where the work is.
+
+    Every kernel gets at least a quarter of ``trials_per_task`` (at least 1); the rest of the
+    total ``trials_per_task * len(flops)`` is shared in proportion to each kernel's FLOPs
+    (times its occurrences), capped at 4x ``trials_per_task``, then rounded down to the
+    floor times a power of two, so that few distinct budgets (``tune_tasks`` calls) remain.
+
+    Args:
+        flops: per kernel, FLOPs times occurrences (floats >= 0).
+        trials_per_task: the mean budget (int >= 1).
+    Returns:
+        list of int trial counts, one per kernel.
+    """
+    floor = max(1, trials_per_task // 4)
+    spare = max(0, trials_per_task * len(flops) - floor * len(flops))
+    total = sum(flops) or 1.0
+    cap = 4 * trials_per_task
+    raw = [min(cap, floor + round(spare * f / total)) for f in flops]
+    return [floor * 2 ** int(math.log2(r / floor)) for r in raw]
+
+
+class StopOnInterrupt:
+    """Context manager: the first SIGINT asks to stop, the second raises KeyboardInterrupt."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+        return False
+
+    def _handle(self, *_):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        tqdm.write("Ctrl-C: stopping after the current measurements (Ctrl-C again aborts)")
+
+
+def tune_tasks_of(lowered, target, folder, trials_per_task, deadline=None, label="tuning"):
+    """Tune the unscheduled kernels of ``lowered`` (a legalized, fused Relax module).
+
+    Args:
+        target: TVM target dict.
+        folder: MetaSchedule database folder (created by the caller).
+        trials_per_task: mean trials per kernel (``trial_budgets``).
+        deadline: ``time.time()`` after which the search stops (None: no limit).
+        label: progress bar title.
+    Returns:
+        a ``TuneSummary``.
+    """
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    start = time.time()
+    database = ms.database.JSONDatabase(work_dir=str(folder))
+    extracted = ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target))
+    extracted = [t for t in extracted if not _scheduled(t)]
+    pending = [t for t in extracted if not database.has_workload(t.dispatched[0])]
+    budgets = trial_budgets([_flops(t) * t.weight for t in pending], trials_per_task)
+    groups = {}
+    for task, trials in zip(pending, budgets, strict=True):
+        groups.setdefault(trials, []).append(task)
+    stopped, tuned = "", 0
+    with tqdm(total=sum(budgets), desc=label, unit="trial") as bar, StopOnInterrupt() as stop:
+        for trials in sorted(groups, reverse=True):
+            progress = _Progress(bar, stop, deadline, groups[trials])
+            try:
+                _tune_group(groups[trials], trials, folder, database, progress)
+            except Exception:
+                if not progress.stopped:
+                    raise
+            tuned += len(groups[trials]) if not progress.stopped else len(progress.best)
+            if progress.stopped:
+                stopped = progress.stopped
+                break
+    skipped = len(extracted) - len(pending)
+    return TuneSummary(len(extracted), tuned, skipped, time.time() - start, stopped)
+
+
+def _tune_group(tasks, trials, folder, database, progress):
+    from tvm.s_tir import meta_schedule as ms
+
+    # MetaSchedule sets its console level from its logger's level on every call (then resets
+    # that logger to DEBUG for its log files): keep the console at qbench's level.
+    logging.getLogger(MS_LOGGER).setLevel(logging.getLogger().getEffectiveLevel())
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, str(folder))
+    ms.tune_tasks(
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=str(folder),
+        max_trials_global=trials * len(tasks),
+        max_trials_per_task=trials,
+        num_trials_per_iter=min(MAX_TRIALS_PER_ITER, trials),
+        database=database,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), progress],
+    )
+
+
+@derived_object
+class _Progress(PyMeasureCallback):
+    """Updates the bar after each measured batch; raises ``_Stop`` when asked to stop."""
+
+    def __init__(self, bar, interrupt, deadline, tasks):
+        super().__init__()
+        self.bar, self.interrupt, self.deadline = bar, interrupt, deadline
+        self.names = [t.task_name for t in tasks]
+        self.best = {}
+        self.stopped = ""
+
+    def apply(self, task_scheduler, task_id, candidates, builder_results, runner_results):
+        secs = [_mean(r.run_secs) for r in runner_results if r.error_msg is None]
+        best = min([s for s in secs if s is not None] or [math.inf])
+        self.best[task_id] = min(self.best.get(task_id, math.inf), best)
+        self.bar.update(len(candidates))
+        shown = self.best[task_id]
+        self.bar.set_postfix(
+            kernel=self.names[task_id][:32],
+            best_ms=f"{1e3 * shown:.4f}" if math.isfinite(shown) else "none valid",
+            kernels=f"{len(self.best)}/{len(self.names)}",
+        )
+        if self.interrupt.requested or (self.deadline and time.time() > self.deadline):
+            self.stopped = "Ctrl-C" if self.interrupt.requested else "--time-budget"
+            raise _Stop(self.stopped)
+
+
+def _mean(run_secs):
+    values = [float(s) for s in run_secs or []]
+    return sum(values) / len(values) if values else None
+
+
+def _scheduled(task):
+    """Kernels scheduled by hand (the VNNI conv) are not tasks."""
+    return any(
+        f.attrs.get("tirx.is_scheduled", False) for f in task.dispatched[0].functions.values()
+    )
+
+
+def _flops(task):
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(task.dispatched[0]))
+    except Exception:  # noqa: BLE001  (opaque kernels: no estimate, weigh them as 1 FLOP)
+        return 1.0
