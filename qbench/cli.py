@@ -85,7 +85,7 @@ def _add_run_options(r):
         "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
     )
     r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
-    r.add_argument("--time-budget", type=float, help="minutes of tuning; no new kernel after it")
+    r.add_argument("--time-budget", type=float, help="minutes of tuning, then stop (records kept)")
     r.add_argument(
         "--tune-graphs",
         default="fp32,int8",
@@ -190,7 +190,9 @@ def _tune(args):
     for name, s in tune_graphs(ctx, args.trials, args.time_budget, opts.tune_graphs).items():
         print(
             f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
-            f"in {s.seconds:.0f} s" + (f"; stopped by {s.stopped}" if s.stopped else "")
+            f"in {s.seconds:.0f} s"
+            + (f"; stopped by {s.stopped}" if s.stopped else "")
+            + (f"; rejected (wrong results): {', '.join(s.rejected)}" if s.rejected else "")
         )
     return EXIT_PASS
 

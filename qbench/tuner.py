@@ -6,26 +6,31 @@ progress nor stops on Ctrl-C, and gives every kernel the same trial cap. qbench 
 
 - kernels whose workload a database already holds are skipped (a re-run tunes nothing
   already tuned);
-- trials go where the FLOPs are (``trial_budgets``); kernels with the same budget share one
-  ``tune_tasks`` call (a call costs seconds of builder/runner start-up);
+- trials go where the FLOPs are (``trial_budgets``); a few kernels with the same budget share
+  one ``tune_tasks`` call (``_chunks``);
 - a measure callback drives a progress bar (trials, kernels, best latency of the kernel just
-  measured) and stops the search on Ctrl-C or when ``--time-budget`` runs out. Records already
-  measured stay: MetaSchedule's JSON database appends each one as it is made. A second
-  Ctrl-C aborts at once.
+  measured); Ctrl-C or the end of ``--time-budget`` stops the search at the next measurement
+  join or chunk. Records already measured stay: MetaSchedule's JSON database appends each one
+  as it is made. A second Ctrl-C aborts at once;
+- at the end every tuned kernel's best record is checked against qbench's default schedule
+  (``recordcheck``): MetaSchedule measures speed, never results.
 """
 
 import logging
 import math
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tqdm import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
+from .recordcheck import check_records
+
 MAX_TRIALS_PER_ITER = 64  # MetaSchedule's default measurement batch
 MS_LOGGER = "tvm.s_tir.meta_schedule"
+CHUNK = 3  # kernels per tune_tasks call
 
 
 @dataclass
@@ -37,6 +42,7 @@ class TuneSummary:
     skipped: int
     seconds: float
     stopped: str = ""
+    rejected: list = field(default_factory=list)
 
 
 class _Stop(Exception):
@@ -87,7 +93,9 @@ class StopOnInterrupt:
         tqdm.write("Ctrl-C: stopping after the current measurements (Ctrl-C again aborts)")
 
 
-def tune_tasks_of(lowered, target, folder, trials_per_task, deadline=None, label="tuning"):
+def tune_tasks_of(
+    lowered, target, folder, trials_per_task, deadline=None, label="tuning", known=()
+):
     """Tune the unscheduled kernels of ``lowered`` (a legalized, fused Relax module).
 
     Args:
@@ -96,6 +104,8 @@ def tune_tasks_of(lowered, target, folder, trials_per_task, deadline=None, label
         trials_per_task: mean trials per kernel (``trial_budgets``).
         deadline: ``time.time()`` after which the search stops (None: no limit).
         label: progress bar title.
+        known: other database folders (the shipped pre-tuned one): kernels they hold are
+            not tuned again.
     Returns:
         a ``TuneSummary``.
     """
@@ -106,26 +116,46 @@ def tune_tasks_of(lowered, target, folder, trials_per_task, deadline=None, label
     database = ms.database.JSONDatabase(work_dir=str(folder))
     extracted = ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target))
     extracted = [t for t in extracted if not _scheduled(t)]
-    pending = [t for t in extracted if not database.has_workload(t.dispatched[0])]
+    dbs = [database] + [ms.database.JSONDatabase(work_dir=str(f)) for f in known]
+    pending = [t for t in extracted if not any(d.has_workload(t.dispatched[0]) for d in dbs)]
     budgets = trial_budgets([_flops(t) * t.weight for t in pending], trials_per_task)
-    groups = {}
-    for task, trials in zip(pending, budgets, strict=True):
-        groups.setdefault(trials, []).append(task)
     stopped, tuned = "", 0
     with tqdm(total=sum(budgets), desc=label, unit="trial") as bar, StopOnInterrupt() as stop:
-        for trials in sorted(groups, reverse=True):
-            progress = _Progress(bar, stop, deadline, groups[trials])
+        for trials, tasks in _chunks(pending, budgets):
+            stopped = _why_stop(stop, deadline)
+            if stopped:
+                break
+            progress = _Progress(bar, stop, deadline, tasks)
             try:
-                _tune_group(groups[trials], trials, folder, database, progress)
+                _tune_group(tasks, trials, folder, database, progress)
             except Exception:
                 if not progress.stopped:
                     raise
-            tuned += len(groups[trials]) if not progress.stopped else len(progress.best)
-            if progress.stopped:
-                stopped = progress.stopped
+            tuned += len(progress.best) if progress.stopped else len(tasks)
+            stopped = progress.stopped
+            if stopped:
                 break
+    bad = check_records(extracted, target, folder)
     skipped = len(extracted) - len(pending)
-    return TuneSummary(len(extracted), tuned, skipped, time.time() - start, stopped)
+    return TuneSummary(len(extracted), tuned, skipped, time.time() - start, stopped, bad)
+
+
+def _chunks(tasks, budgets):
+    """(trials, tasks) chunks: same budget, at most ``CHUNK`` kernels, largest budget first.
+    MetaSchedule reports measurements only when a call joins them, so small chunks keep the
+    progress bar, Ctrl-C and the time budget responsive; a call costs about 4 s to start."""
+    groups = {}
+    for task, trials in zip(tasks, budgets, strict=True):
+        groups.setdefault(trials, []).append(task)
+    for trials in sorted(groups, reverse=True):
+        for i in range(0, len(groups[trials]), CHUNK):
+            yield trials, groups[trials][i : i + CHUNK]
+
+
+def _why_stop(interrupt, deadline):
+    if interrupt.requested:
+        return "Ctrl-C"
+    return "--time-budget" if deadline and time.time() > deadline else ""
 
 
 def _tune_group(tasks, trials, folder, database, progress):
@@ -169,8 +199,8 @@ class _Progress(PyMeasureCallback):
             best_ms=f"{1e3 * shown:.4f}" if math.isfinite(shown) else "none valid",
             kernels=f"{len(self.best)}/{len(self.names)}",
         )
-        if self.interrupt.requested or (self.deadline and time.time() > self.deadline):
-            self.stopped = "Ctrl-C" if self.interrupt.requested else "--time-budget"
+        self.stopped = _why_stop(self.interrupt, self.deadline)
+        if self.stopped:
             raise _Stop(self.stopped)
 
 

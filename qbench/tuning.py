@@ -15,10 +15,13 @@ On llvm the hand-scheduled VNNI kernels (``qbench.kernels``) are not tuning task
 scheduled before MetaSchedule sees the module.
 """
 
+import functools
 import hashlib
 import json
 import os
 from pathlib import Path
+
+from .recordcheck import rejected
 
 RECORDS = "database_tuning_record.json"
 PRETUNED_ROOT = Path(__file__).parent / "pretuned"
@@ -60,21 +63,24 @@ def databases(root, target):
     only when it holds records. Returns (folders, source): source is ``"user database"``,
     ``"pre-tuned"``, ``"pre-tuned + user database"`` or ``"none"``."""
     user = db_dir(root, target)
-    folders = [f for f in (user if record_count(user) else None, pretuned_dir(target)) if f]
+    pretuned = pretuned_dir(target)
+    pretuned = None if pretuned and pretuned.resolve() == user.resolve() else pretuned
+    folders = [f for f in (user if record_count(user) else None, pretuned) if f]
     names = {user: "user database"}
     source = " + ".join(sorted(names.get(f, "pre-tuned") for f in folders)) or "none"
     return folders, source
 
 
 def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
-    """Tune every kernel of ``mod`` for ``target`` that ``folder`` does not know yet.
+    """Tune every kernel of ``mod`` for ``target`` that neither ``folder`` nor the shipped
+    pre-tuned database knows yet.
 
     Args:
         mod: a Relax ``tvm.IRModule`` (FP32 or INT8).
         target: TVM target dict.
         folder: database folder (``db_dir``), created if missing.
         trials_per_task: mean MetaSchedule trials per kernel (``tuner.trial_budgets``).
-        deadline: ``time.time()`` after which no new kernel starts.
+        deadline: ``time.time()`` after which tuning stops (after the batch being measured).
         label: progress bar title.
     Returns:
         the ``tuner.TuneSummary``.
@@ -83,7 +89,9 @@ def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
 
     Path(folder).mkdir(parents=True, exist_ok=True)
     lowered = _pipeline(target, [], fallback=False)(mod)
-    return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label)
+    shipped = pretuned_dir(target)
+    known = [shipped] if shipped and shipped.resolve() != Path(folder).resolve() else []
+    return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label, known)
 
 
 def apply(mod, target, folders):
@@ -115,8 +123,32 @@ def _pipeline(target, folders, fallback=True):
 
 
 def union_database(folders):
-    """One MetaSchedule database over ``folders`` (best record of each workload wins)."""
+    """One MetaSchedule database over ``folders``: the records of all, merged in memory, so
+    the best record of each workload wins. (TVM 0.27's ``UnionDatabase`` cannot serve
+    ``MetaScheduleApplyDatabase``: it lacks ``size``.) Workloads a folder's
+    ``recordcheck`` rejected are left out. Cached while the record counts hold."""
     from tvm.s_tir import meta_schedule as ms
 
-    parts = [ms.database.JSONDatabase(work_dir=str(f)) for f in folders]
-    return parts[0] if len(parts) == 1 else ms.database.UnionDatabase(*parts)
+    if len(folders) == 1 and not rejected(folders[0]):
+        return ms.database.JSONDatabase(work_dir=str(folders[0]))
+    counts = tuple((record_count(f), len(rejected(f))) for f in folders)
+    return _merged(tuple(str(f) for f in folders), counts)
+
+
+@functools.lru_cache(maxsize=4)
+def _merged(folders, _counts):
+    from tvm.s_tir import meta_schedule as ms
+
+    merged = ms.database.MemoryDatabase()
+    for folder in folders:
+        skip = rejected(folder)
+        for rec in ms.database.JSONDatabase(work_dir=str(folder)).get_all_tuning_records():
+            if rec.workload.as_json()[0] in skip:
+                continue
+            workload = merged.commit_workload(rec.workload.mod)
+            merged.commit_tuning_record(
+                ms.database.TuningRecord(
+                    rec.trace, workload, rec.run_secs, rec.target, rec.args_info
+                )
+            )
+    return merged

@@ -2,12 +2,13 @@
 
 import json
 import os
+import shutil
 import signal
 import textwrap
 
 import pytest
 
-from qbench import tuning
+from qbench import recordcheck, tuning
 from qbench.cli import main
 from qbench.tuner import StopOnInterrupt, trial_budgets
 
@@ -53,6 +54,15 @@ def test_first_ctrl_c_requests_a_stop_second_aborts():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_rejection_list_switches_to_the_filtered_memory_database(tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    assert recordcheck.rejected(tmp_path) == set()
+    (tmp_path / recordcheck.REJECTED).write_text('["123"]')
+    assert recordcheck.rejected(tmp_path) == {"123"}
+    assert isinstance(tuning.union_database([tmp_path]), ms.database.MemoryDatabase)
+
+
 def test_databases_name_their_source(tmp_path, monkeypatch):
     target = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2}
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "shipped")
@@ -70,51 +80,59 @@ def test_databases_name_their_source(tmp_path, monkeypatch):
     )
 
 
-@pytest.mark.slow
-def test_tune_then_run_applies_the_records(tmp_path):
+def _tiny_args(tmp_path, db="db"):
     (tmp_path / "tiny.py").write_text(TINY)
-    common = [
-        "--model",
-        f"{tmp_path / 'tiny.py'}:build",
-        "--data",
-        "synthetic",
-        "--calib-size",
-        "2",
-        "--eval-size",
-        "4",
-        "--batch-size",
-        "1",
-        "--tuning-db",
-        str(tmp_path / "db"),
-        "--cache-dir",
-        str(tmp_path / "cal"),
-        "--reports-dir",
-        str(tmp_path / "rep"),
-    ]
-    assert main(["tune", *common, "--trials", "2"]) == 0
+    args = ["--model", f"{tmp_path / 'tiny.py'}:build", "--data", "synthetic"]
+    args += ["--calib-size", "2", "--eval-size", "2", "--batch-size", "1"]
+    args += ["--tuning-db", str(tmp_path / db), "--cache-dir", str(tmp_path / "cal")]
+    return args + ["--reports-dir", str(tmp_path / f"rep-{db}")]
+
+
+def _tuning_report(tmp_path, db):
+    (run,) = (tmp_path / f"rep-{db}").iterdir()
+    return json.loads((run / "report.json").read_text())
+
+
+@pytest.mark.slow
+def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
+    assert main(["tune", *_tiny_args(tmp_path), "--trials", "2"]) == 0
     (folder,) = (tmp_path / "db").iterdir()
-    assert tuning.record_count(folder) > 0
     records = tuning.record_count(folder)
-    assert main(["tune", *common, "--trials", "2"]) == 0  # a re-run tunes nothing
+    assert records > 0
+    assert main(["tune", *_tiny_args(tmp_path), "--trials", "2"]) == 0  # re-run tunes nothing
     assert tuning.record_count(folder) == records
-    main(["run", *common])
-    (run,) = (tmp_path / "rep").iterdir()
-    report = json.loads((run / "report.json").read_text())
+    assert not recordcheck.rejected(folder)  # every tuned kernel agreed with the default one
+    assert len(tuning.union_database([folder]).get_all_tuning_records()) == records
+    main(["run", *_tiny_args(tmp_path)])
+    report = _tuning_report(tmp_path, "db")
     assert report["tuning"]["records"] == records
     assert report["tuning"]["source"] == "user database"
+    assert report["results"]["tvm_fp32"]["metrics"]["top1_agreement"] == 1.0
+    # the same records, shipped as pre-tuned, with an empty user database
+    monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "db")
+    main(["run", *_tiny_args(tmp_path, "empty")])
+    report = _tuning_report(tmp_path, "empty")
+    assert report["tuning"]["source"] == "pre-tuned"
+    assert report["tuning"]["pretuned_records"] == records and report["tuning"]["records"] == 0
+    assert report["results"]["tvm_int8"]["metrics"]["top1_agreement"] is not None
+    # both at once: the records merged in memory
+    shutil.copytree(tmp_path / "db", tmp_path / "shipped")
+    monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "shipped")
+    shutil.rmtree(tmp_path / "rep-db")
+    main(["run", *_tiny_args(tmp_path)])
+    report = _tuning_report(tmp_path, "db")
+    assert report["tuning"]["source"] == "pre-tuned + user database"
     assert report["results"]["tvm_fp32"]["metrics"]["top1_agreement"] == 1.0
 
 
 @pytest.mark.slow
-def test_time_budget_stops_tuning_and_keeps_records(tmp_path, capsys):
-    (tmp_path / "tiny.py").write_text(TINY)
-    args = ["tune", "--model", f"{tmp_path / 'tiny.py'}:build", "--data", "synthetic"]
-    args += ["--calib-size", "2", "--eval-size", "2", "--batch-size", "1", "--trials", "4"]
-    args += ["--tuning-db", str(tmp_path / "db"), "--cache-dir", str(tmp_path / "cal")]
-    args += ["--reports-dir", str(tmp_path / "rep"), "--time-budget", "0.001"]
-    assert main(args) == 0
-    out = capsys.readouterr().out
-    assert "tvm_fp32:" in out and "stopped by --time-budget" in out
-    assert "tvm_int8:" not in out  # nothing starts after the budget
+def test_run_tune_with_time_budget_stops_and_keeps_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
+    main(["run", "--tune", *_tiny_args(tmp_path), "--trials", "4", "--time-budget", "0.001"])
     (folder,) = (tmp_path / "db").iterdir()
-    assert tuning.record_count(folder) > 0  # the first measured batch was kept
+    t = _tuning_report(tmp_path, "db")["tuning"]
+    assert t["source"] == "fresh tuning + user database"
+    assert list(t["fresh"]) == ["tvm_fp32"]  # nothing starts after the budget
+    assert t["fresh"]["tvm_fp32"]["stopped"] == "--time-budget"
+    assert t["records"] == tuning.record_count(folder) > 0  # the first measured batch was kept

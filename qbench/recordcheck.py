@@ -1,0 +1,93 @@
+"""Reject tuning records whose kernel computes something else.
+
+MetaSchedule measures speed, never results. In TVM 0.27 some tuned schedules are wrong:
+on efficientnet_lite0 the kernels that fuse a conv with the padding of the next layer
+(``fused_conv2d*_add*_tir_clip*_pad*``) returned values off by up to the clip range (2.0) on
+random inputs, and the whole model's logits fell to 13.9 dB SQNR against PyTorch. qbench
+therefore runs the best record of every tuned kernel against the same kernel on qbench's
+default schedule (``kernels.schedules.CpuFallback``), on random inputs, and lists the
+workloads that disagree in ``qbench_rejected.json`` beside the database; builds skip them.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import write_json
+
+REJECTED = "qbench_rejected.json"
+RTOL = 1e-3  # of the reference's largest magnitude; FP32 reassociation stays far below
+
+
+def rejected(folder):
+    """The structural-hash keys (strings) of the rejected workloads in ``folder``."""
+    path = Path(folder) / REJECTED
+    return set(json.loads(path.read_text())) if path.is_file() else set()
+
+
+def check_records(tasks, target, folder):
+    """Check the best record of each of ``tasks`` (MetaSchedule ``ExtractedTask``) in the
+    database ``folder``; add the wrong ones to its rejection list.
+
+    Returns:
+        names of the kernels rejected by this call.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.JSONDatabase(work_dir=str(folder))
+    bad, names = set(), []
+    for task in tasks:
+        mod = task.dispatched[0]
+        if not database.has_workload(mod):
+            continue
+        workload = database.commit_workload(mod)
+        top = database.get_top_k(workload, 1)
+        if top and not _agrees(mod, top[0], target):
+            bad.add(workload.as_json()[0])
+            names.append(task.task_name)
+    if bad:
+        write_json(Path(folder) / REJECTED, sorted(rejected(folder) | bad))
+    return names
+
+
+def _agrees(mod, record, target):
+    import tvm
+    from tvm import s_tir
+    from tvm.s_tir import dlight
+
+    from .kernels.schedules import CpuFallback
+
+    sch = s_tir.Schedule(mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    with tvm.target.Target(target):
+        reference = dlight.ApplyDefaultSchedule(CpuFallback())(mod)
+    inputs = _random_args(mod)
+    got, want = _run(sch.mod, inputs, target), _run(reference, inputs, target)
+    return all(
+        np.allclose(g, w, rtol=0, atol=RTOL * max(1.0, np.abs(w).max()))
+        for g, w in zip(got, want, strict=True)
+    )
+
+
+def _random_args(mod):
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(0)
+    args = []
+    for info in ArgInfo.from_prim_func(mod["main"]):
+        shape, dtype = [int(s) for s in info.shape], str(info.dtype)
+        if dtype.startswith(("int", "uint")):
+            args.append(rng.integers(0, 8, shape).astype(dtype))
+        else:
+            args.append(rng.uniform(-2, 2, shape).astype(dtype))
+    return args
+
+
+def _run(mod, inputs, target):
+    import tvm
+
+    lib = tvm.compile(mod, target=tvm.target.Target(target))
+    arrays = [tvm.runtime.tensor(a.copy(), tvm.cpu(0)) for a in inputs]
+    lib["main"](*arrays)
+    return [a.numpy() for a in arrays]
