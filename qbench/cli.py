@@ -89,7 +89,7 @@ def _add_run_options(r):
     r.add_argument(
         "--tune-graphs",
         default="fp32,int8",
-        help="graphs to tune: fp32, int8 or both (INT8 kernels embed calibrated scales, so "
+        help="graphs to tune: fp32, int8 or fp32,int8 (INT8 kernels embed calibrated scales, so "
         "their records serve only the same calibration)",
     )
     r.add_argument("-v", "--verbose", action="store_true")
@@ -128,6 +128,8 @@ def _check_args(args):
         bad = bad or (name in ("percentile", "global_scale", "time_budget") and value <= 0)
         if bad:
             valid = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+            if name in ("percentile", "global_scale", "time_budget"):
+                valid = valid.replace("[0,", "(0,").replace(">= 0", "> 0")
             flag = "--" + name.replace("_", "-")
             raise UserError(f"{flag} {value}: must be a finite number {valid}")
     if args.std and min(abs(v) for v in args.std) == 0:
@@ -185,8 +187,8 @@ def _tune(args):
     from .pipeline import prepare, tune_graphs
 
     ctx = prepare(_options(args))
-    print(f"tuning into {ctx['tuning']['database']} (Ctrl-C stops after the current kernel)")
-    opts = ctx["opts"]
+    print(f"tuning into {ctx['tuning']['database']} (Ctrl-C stops at the next measurements)")
+    opts, stopped = ctx["opts"], set()
     for name, s in tune_graphs(ctx, args.trials, args.time_budget, opts.tune_graphs).items():
         print(
             f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
@@ -194,7 +196,8 @@ def _tune(args):
             + (f"; stopped by {s.stopped}" if s.stopped else "")
             + (f"; rejected (wrong results): {', '.join(s.rejected)}" if s.rejected else "")
         )
-    return EXIT_PASS
+        stopped.add(s.stopped)
+    return EXIT_INTERRUPTED if "Ctrl-C" in stopped else EXIT_PASS
 
 
 def _models(pattern):

@@ -61,6 +61,7 @@ def prepare(opts):
     """
     check_writable(opts.cache_dir, "--cache-dir")
     check_writable(opts.reports_dir, "--reports-dir")
+    check_writable(opts.tuning_db, "--tuning-db")
     build.set_threads(opts.threads)
     target = build.parse_target(opts.target, opts.threads)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100)
@@ -130,7 +131,8 @@ def _find_databases(ctx, fresh=None):
     user, pretuned = tuning.db_dir(opts.tuning_db, target), tuning.pretuned_dir(target)
     ctx["databases"] = folders
     ctx["tuning"] = {
-        "source": ("fresh tuning + " if fresh else "") + source,
+        "source": ("fresh tuning + " if any(s.tuned for s in (fresh or {}).values()) else "")
+        + source,
         "database": str(user),
         "records": tuning.record_count(user),
         "pretuned_database": str(pretuned) if pretuned else None,

@@ -248,8 +248,9 @@ def summary_lines(report):
     ]
     t = report["tuning"]
     lines.append(
-        f"tuning: {t['source']} ({t['records']} records in {t['database']}, "
-        f"{t['pretuned_records']} pre-tuned records shipped for this target)"
+        f"tuning: databases applied: {t['source']} ({t['records']} records in "
+        f"{t['database']}, {t['pretuned_records']} pre-tuned records shipped for this target; "
+        "kernels they do not cover use qbench's default schedules)"
         if t["source"] != "none"
         else "tuning: none (no records for this target: untuned kernels use qbench's default "
         "schedules; see `qbench tune`)"

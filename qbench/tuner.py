@@ -163,7 +163,12 @@ def _tune_group(tasks, trials, folder, database, progress):
 
     # MetaSchedule sets its console level from its logger's level on every call (then resets
     # that logger to DEBUG for its log files): keep the console at qbench's level.
-    logging.getLogger(MS_LOGGER).setLevel(logging.getLogger().getEffectiveLevel())
+    ms_logger = logging.getLogger(MS_LOGGER)
+    ms_logger.setLevel(logging.getLogger().getEffectiveLevel())
+    # Its dictConfig names every handler already on that logger; an unnamed one (left by a
+    # log-capturing host such as pytest) breaks it with "'NoneType' has no attribute 'format'".
+    for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
+        ms_logger.removeHandler(handler)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, str(folder))
     ms.tune_tasks(
         tasks=contexts,
