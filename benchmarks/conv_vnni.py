@@ -8,7 +8,6 @@ Prints the median latency (ms), GMAC/s and the fraction of the INT8 VNNI peak, a
 """
 
 import argparse
-import time
 
 import numpy as np
 import torch
@@ -17,17 +16,11 @@ from tabulate import tabulate
 from qbench import build
 from qbench.kernels import layout
 from qbench.kernels.conv2d import conv2d_nchw4c
+from qbench.runners import time_samples
 
 
 def median_ms(fn, warmup=10, repeat=50):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(1e3 * (time.perf_counter() - start))
-    return float(np.median(samples))
+    return float(np.median(time_samples(fn, warmup, repeat)))
 
 
 def tvm_conv(x, w):

@@ -58,15 +58,19 @@ class Runner:
 
     def time(self, x, warmup, repeat):
         """Latency of one full batch ``x``: ``warmup`` untimed runs, then ``repeat`` samples, ms."""
-        run = self.timed_call(x)
-        for _ in range(warmup):
-            run()
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - start) * 1e3)
-        return samples
+        return time_samples(self.timed_call(x), warmup, repeat)
+
+
+def time_samples(run, warmup, repeat):
+    """Call ``run`` ``warmup`` times untimed, then ``repeat`` times timed; the samples in ms."""
+    for _ in range(warmup):
+        run()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
 
 
 class TorchRunner(Runner):
