@@ -1,9 +1,10 @@
-"""Packing to and from the VNNI layouts of ``conv2d.py``.
+"""Packing to the VNNI layouts of ``conv2d.py``.
 
 Activations are packed at run time by TE computes (injective, so TVM fuses them with the
-quantize before and the rescale after); weights are packed once, in numpy, at quantization
-time, so the compiled graph holds them prepacked. A dense layer y = x @ W runs as a 1x1 conv
-over a 1 x M image: x (M, K) -> (1, K/4, 1, M, 4), W (K, N) -> (N/16, K/4, 1, 1, 16, 4).
+quantize before); the packed int32 result is unpacked by the conv kernel's own epilogue
+(``conv2d.requantized_conv``). Weights are packed once, in numpy, at quantization time, so
+the compiled graph holds them prepacked. A dense layer y = x @ W runs as a 1x1 conv over a
+1 x M image: x (M, K) -> (1, K/4, 1, M, 4), W (K, N) -> (N/16, K/4, 1, 1, 16, 4).
 """
 
 import numpy as np
@@ -32,16 +33,6 @@ def pack_nchw4c(x, zero_point):
     )
 
 
-def unpack_nchw16c(acc, channels):
-    """(N, O/16, H, W, 16) int32 -> (N, channels, H, W), dropping padded output channels."""
-    n, _, h, w, _ = acc.shape
-    return te.compute(
-        (n, channels, h, w),
-        lambda b, c, y, x: acc[b, c // OC_BLOCK, y, x, c % OC_BLOCK],
-        name="unpack_nchw16c",
-    )
-
-
 def pack_rows(x, zero_point):
     """(M, K) uint8 -> (1, ceil(K/4), 1, M, 4): the rows of a dense layer as one image row."""
     m, k = x.shape
@@ -53,16 +44,6 @@ def pack_rows(x, zero_point):
             ko * IC_BLOCK + ki < k, x[r, tirx.min(ko * IC_BLOCK + ki, k - 1)], zp
         ),
         name="pack_rows",
-    )
-
-
-def unpack_rows(acc, channels):
-    """(1, N/16, 1, M, 16) int32 -> (M, channels)."""
-    m = acc.shape[3]
-    return te.compute(
-        (m, channels),
-        lambda r, c: acc[0, c // OC_BLOCK, 0, r, c % OC_BLOCK],
-        name="unpack_rows",
     )
 
 

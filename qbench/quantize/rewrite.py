@@ -13,7 +13,8 @@ Everything between integer layers (bias add, activations, pooling, add, concat) 
 FP32, so no range is shared between branches. With ``vnni=True`` (CPUs with AVX-512 VNNI),
 dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
 ``qbench.kernels`` instead: x_q is packed to NCHW4c, W_q is prepacked to OIHW16o4i as a
-constant, and the int32 NCHW16c result is unpacked before the same correction and rescale.
+constant, and the kernel applies the same correction and rescale to each int32 tile as it
+writes the FP32 NCHW result.
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 from ..graph import quantizable_call
 from .params import ActivationParams, QuantizedWeight
 
-OPAQUE_PATTERN = 8  # TVM's OpPatternKind::kOpaque
+OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable, as conv2d
 
 
 @dataclass
@@ -109,16 +110,17 @@ def _integer(bb, call, kind, plan, vnni):
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
-    if vnni and _packable(call, kind):
-        acc = (_packed_conv if kind == "conv2d" else _packed_dense)(bb, call, plan)
-    else:
-        acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
     n_out = weight.q.shape[0 if kind == "conv2d" else -1]
     sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
+    correction = act.zero_point * sums
+    rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
+    if vnni and _packable(call, kind):
+        pack = _packed_conv if kind == "conv2d" else _packed_dense
+        return pack(bb, call, plan, _const(correction, "int32"), _const(rescale, "float32"))
+    acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
-        acc = bb.emit(op.subtract(acc, _const((act.zero_point * sums).reshape(shape), "int32")))
-    rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
+        acc = bb.emit(op.subtract(acc, _const(correction.reshape(shape), "int32")))
     return op.multiply(
         bb.emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32")
     )
@@ -171,7 +173,7 @@ def _plain_dense(emit, call, plan):
     return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
 
 
-def _packed_conv(bb, call, plan):
+def _packed_conv(bb, call, plan, correction, rescale):
     from ..kernels import layout
 
     attrs = call.attrs
@@ -182,33 +184,32 @@ def _packed_conv(bb, call, plan):
     weight = _const(layout.pack_conv_weight(plan.weight.q), "int8")
     strides = tuple(int(s) for s in attrs.strides)
     dilation = tuple(int(d) for d in attrs.dilation)
-    acc = bb.emit(_call_vnni(bb, packed, weight, strides, dilation))
-    return bb.emit(bb.call_te(layout.unpack_nchw16c, acc, plan.weight.q.shape[0]))
+    return _call_vnni(bb, [packed, weight, correction, rescale], strides, dilation, False)
 
 
-def _packed_dense(bb, call, plan):
+def _packed_dense(bb, call, plan, correction, rescale):
     from ..kernels import layout
 
     x_q = _quantize(bb.emit, call.args[0], plan.act, -1)
     packed = bb.emit(bb.call_te(layout.pack_rows, x_q, int(plan.act.zero_point)))
     weight = _const(layout.pack_dense_weight(plan.weight.q), "int8")
-    acc = bb.emit(_call_vnni(bb, packed, weight, (1, 1), (1, 1)))
-    return bb.emit(bb.call_te(layout.unpack_rows, acc, plan.weight.q.shape[-1]))
+    return _call_vnni(bb, [packed, weight, correction, rescale], (1, 1), (1, 1), True)
 
 
-def _call_vnni(bb, packed, weight, strides, dilation):
-    """The packed conv as its own kernel: ``op_pattern`` opaque keeps FuseOps from merging
-    it, so that ``kernels.schedules.VnniConv`` finds it alone."""
-    from ..kernels.conv2d import conv2d_nchw4c
+def _call_vnni(bb, args, strides, dilation, rows):
+    """The packed conv and its requantize as one kernel. ``op_pattern`` out-elementwise-
+    fusable lets FuseOps append the elementwise ops that follow (bias, activation, residual
+    add); ``kernels.schedules.VnniConv`` schedules the result as one tiled kernel."""
+    from ..kernels.conv2d import requantized_conv
 
     return bb.call_te(
-        conv2d_nchw4c,
-        packed,
-        weight,
+        requantized_conv,
+        *args,
         strides,
         dilation,
+        rows,
         primfunc_name_hint="conv2d_nchw4c_vnni",
-        primfunc_attrs={"op_pattern": OPAQUE_PATTERN},
+        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
 
 
