@@ -33,7 +33,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
     from tvm.s_tir import dlight
 
     from .kernels.intrin import ensure_vnni_intrin
-    from .kernels.schedules import CpuFallback, VnniConv
+    from .kernels.schedules import CpuFallback, HandKernels
     from .tuning import union_database
 
     ensure_vnni_intrin()
@@ -46,7 +46,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
                 transform.DecomposeOpsForInference(),
                 transform.CanonicalizeBindings(),
                 relax.get_pipeline("zero"),
-                dlight.ApplyDefaultSchedule(VnniConv()),
+                dlight.ApplyDefaultSchedule(HandKernels()),
             ]
             if databases:
                 steps.append(transform.MetaScheduleApplyDatabase())

@@ -82,12 +82,16 @@ def test_packed_conv_is_exact_and_uses_vpdpbusd(c, o, hw, k, strides, dilation):
 
 
 @needs_vnni
-def test_vnni_graph_matches_plain_integer_graph():
+def test_cpu_kernels_graph_matches_plain_integer_graph():
+    """VNNI conv/dense and depthwise kernels give bit-identical logits to TVM's own integer
+    conv2d/matmul."""
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 24, 3, padding=1),
         torch.nn.ReLU(),
-        torch.nn.Conv2d(24, 20, 3, stride=2, padding=1),
-        torch.nn.ReLU(),
+        torch.nn.Conv2d(24, 24, 5, stride=2, padding=2, groups=24),  # depthwise, stride 2
+        torch.nn.Conv2d(24, 20, 3, padding=1),
+        torch.nn.ReLU6(),
+        torch.nn.Conv2d(20, 20, 3, padding=2, dilation=2, groups=20),  # depthwise, dilated
         torch.nn.Flatten(),
         torch.nn.Linear(20 * 8 * 8, 10),
     )
@@ -95,6 +99,8 @@ def test_vnni_graph_matches_plain_integer_graph():
     packed = quantize_tiny(net, calib, vnni=True)
     plain = quantize_tiny(net, calib, vnni=False)
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    kernels = [gv.name_hint for gv in packed.int8_mod.functions]
+    assert sum(name.startswith("depthwise_conv2d") for name in kernels) == 2
     executable = build.compile(packed.int8_mod, LLVM)
     assert build.assembly(executable).count("vpdpbusd") > 0
     np.testing.assert_array_equal(

@@ -3,8 +3,9 @@
 Built on TVM's dlight framework (``ApplyDefaultSchedule`` skips kernels already scheduled,
 for example by a MetaSchedule database):
 
-- ``VnniConv``: the packed uint8 x int8 conv of ``conv2d.py`` (also every dense layer) with
-  its fused epilogue, on the hand schedule measured in ``schedule_conv2d_vnni``;
+- ``HandKernels``: the packed uint8 x int8 conv of ``conv2d.py`` (also every dense layer)
+  and the depthwise conv of ``depthwise.py``, each with its fused epilogue, on their hand
+  schedules;
 - ``CpuFallback``: every other kernel. Like dlight's GPU ``Fallback`` it inlines what it can,
   then runs the outer spatial loops of each remaining block in parallel and vectorizes the
   innermost (for conv- and pool-like blocks, inside the reduction loops). Untuned Relax builds
@@ -16,30 +17,43 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.s_tir.dlight.base.common_schedules import try_inline
 
-from .conv2d import OP_NAME, schedule_conv2d_vnni
+from .conv2d import OP_NAME as CONV_OP
+from .conv2d import schedule_conv2d_vnni
+from .depthwise import OP_NAME as DEPTHWISE_OP
+from .depthwise import schedule_depthwise
 
 VECTOR_LANES = 16
 CONV_LIKE_SPATIAL = 3  # (N, C, H, W)-like outputs: rows worth vectorizing
 
 
-class VnniConv(ScheduleRule):
-    """Schedules a PrimFunc holding the packed VNNI conv block and its epilogue chain (the
-    requantize of ``conv2d.requantized_conv`` and the elementwise ops FuseOps fused after it,
-    such as bias, activation, residual add), all inlined into one output tile."""
+class HandKernels(ScheduleRule):
+    """Schedules a PrimFunc that starts with one of qbench's hand-written kernels (the packed
+    VNNI conv of ``conv2d.py``, the depthwise conv of ``depthwise.py``) followed by its
+    epilogue chain: the requantize and the elementwise ops FuseOps fused after it (bias,
+    activation, residual add) are inlined into the kernel's output tile. Ops that change the
+    shape after them (FuseOps may append the next layer's pad and quantize) run as a second,
+    parallel loop nest over the tile's result."""
+
+    SCHEDULES = {CONV_OP: schedule_conv2d_vnni, DEPTHWISE_OP: schedule_depthwise}
 
     def apply(self, func, target, _tunable):
         if not isinstance(func, tirx.PrimFunc):
             return None
         sch = s_tir.Schedule(func)
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        if len(blocks) < 2 or sch.get(blocks[0]).annotations.get("op_name") != OP_NAME:
+        schedule = self.SCHEDULES.get(sch.get(blocks[0]).annotations.get("op_name"))
+        if len(blocks) < 2 or schedule is None:
             return None
+        shapes = [[int(v.dom.extent) for v in sch.get(b).iter_vars] for b in blocks[1:]]
+        tile = 1 + next((i for i, s in enumerate(shapes) if s != shapes[0]), len(shapes))
         try:
-            for block in blocks[1:-1]:
+            for block in blocks[1 : tile - 1] + blocks[tile:-1]:
                 sch.compute_inline(block)
         except s_tir.ScheduleError:
             return None  # an epilogue that is not elementwise: CpuFallback takes the kernel
-        schedule_conv2d_vnni(sch, blocks[0], blocks[-1])
+        schedule(sch, blocks[0], blocks[tile - 1])
+        if tile < len(blocks):
+            _spatial(sch, sch.get_loops(blocks[-1]))
         return sch
 
 
@@ -69,8 +83,16 @@ def _parallelize(sch, info):
         _row_reduction(sch, info.block_rv, spatial, reduce)
         return
     sch.reorder(*spatial, *reduce)
-    if reduce or len(spatial) == 1:
+    if reduce:
         sch.parallel(sch.fuse(*spatial))
+    else:
+        _spatial(sch, spatial)
+
+
+def _spatial(sch, spatial):
+    """Parallel outer loops and a vectorized row for an injective block's ``spatial`` loops."""
+    if len(spatial) == 1:
+        sch.parallel(spatial[0])
     elif _extent(sch, spatial[-1]) < VECTOR_LANES and len(spatial) > 2:
         _short_rows(sch, spatial)
     else:

@@ -14,7 +14,8 @@ FP32, so no range is shared between branches. With ``vnni=True`` (CPUs with AVX-
 dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
 ``qbench.kernels`` instead: x_q is packed to NCHW4c, W_q is prepacked to OIHW16o4i as a
 constant, and the kernel applies the same correction and rescale to each int32 tile as it
-writes the FP32 NCHW result.
+writes the FP32 NCHW result. Depthwise convs run as ``kernels.depthwise`` (NCHW, the same
+correction and rescale in the kernel).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -114,9 +115,10 @@ def _integer(bb, call, kind, plan, vnni):
     sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
     correction = act.zero_point * sums
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
-    if vnni and _packable(call, kind):
-        pack = _packed_conv if kind == "conv2d" else _packed_dense
-        return pack(bb, call, plan, _const(correction, "int32"), _const(rescale, "float32"))
+    if vnni and (_packable(call, kind) or _depthwise(call, kind)):
+        emit = _packed_dense if kind == "matmul" else _packed_conv
+        emit = _depthwise_conv if _depthwise(call, kind) else emit
+        return emit(bb, call, plan, _const(correction, "int32"), _const(rescale, "float32"))
     acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
@@ -132,6 +134,20 @@ def _packable(call, kind):
         a = call.attrs
         return int(a.groups) == 1 and a.data_layout == "NCHW" and a.kernel_layout == "OIHW"
     return len(call.args[0].ty.shape) == 2
+
+
+def _depthwise(call, kind):
+    """An NCHW/OIHW conv2d with one filter per input channel."""
+    if kind != "conv2d":
+        return False
+    a = call.attrs
+    weight_shape = call.args[1].ty.shape
+    return (
+        a.data_layout == "NCHW"
+        and a.kernel_layout == "OIHW"
+        and int(a.groups) == int(weight_shape[0]) == int(call.args[0].ty.shape[1])
+        and int(weight_shape[1]) == 1
+    )
 
 
 def _pad_input(emit, x, padding, always):
@@ -196,10 +212,29 @@ def _packed_dense(bb, call, plan, correction, rescale):
     return _call_vnni(bb, [packed, weight, correction, rescale], (1, 1), (1, 1), True)
 
 
+def _depthwise_conv(bb, call, plan, correction, rescale):
+    from ..kernels.depthwise import depthwise_conv
+
+    attrs = call.attrs
+    padding = [int(p) for p in attrs.padding]
+    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
+    return bb.call_te(
+        depthwise_conv,
+        _quantize(bb.emit, x, plan.act, 1),
+        _const(plan.weight.q, "int8"),
+        correction,
+        rescale,
+        tuple(int(s) for s in attrs.strides),
+        tuple(int(d) for d in attrs.dilation),
+        primfunc_name_hint="depthwise_conv2d",
+        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+    )
+
+
 def _call_vnni(bb, args, strides, dilation, rows):
     """The packed conv and its requantize as one kernel. ``op_pattern`` out-elementwise-
     fusable lets FuseOps append the elementwise ops that follow (bias, activation, residual
-    add); ``kernels.schedules.VnniConv`` schedules the result as one tiled kernel."""
+    add); ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
     from ..kernels.conv2d import requantized_conv
 
     return bb.call_te(
