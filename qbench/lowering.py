@@ -1,9 +1,10 @@
-"""The CPU compile pipeline: legalize and fuse, schedule, then ``relax.build``.
+"""The CPU compile pipeline: FP32 convs to the packed kernel, legalize and fuse, schedule,
+then ``relax.build``.
 
-Order matters: the hand-scheduled VNNI kernels are scheduled first, so MetaSchedule neither
-tunes nor replaces them (it skips kernels marked scheduled); then the tuning databases; then
-``CpuFallback`` for whatever no record covers. It follows the steps
-of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
+Order matters: qbench's hand-scheduled kernels (VNNI conv/dense, FP32 packed conv, depthwise)
+are scheduled first, so MetaSchedule neither tunes nor replaces them (it skips kernels marked
+scheduled); then the tuning databases; then ``CpuFallback`` for whatever no record covers.
+It follows the steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 """
 
 
@@ -32,6 +33,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
     from tvm.relax import transform
     from tvm.s_tir import dlight
 
+    from .kernels.fp32_pass import pack_fp32_convs
     from .kernels.intrin import ensure_vnni_intrin
     from .kernels.schedules import CpuFallback, HandKernels
     from .tuning import union_database
@@ -40,6 +42,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
 
     @tvm.transform.module_pass(opt_level=0)
     def _lower(mod, _ctx):
+        mod = pack_fp32_convs(mod)
         db = union_database(databases) if databases else contextlib.nullcontext()
         with tvm.target.Target(target), db:
             steps = [

@@ -15,31 +15,54 @@ from tvm import te
 OC_BLOCK = 16
 IC_BLOCK = 4
 OP_NAME = "qbench.conv2d_nchw4c_vnni"
+OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
+# the elementwise ops that follow a kernel so marked
 
 
 def conv2d_nchw4c(data, weight, strides, dilation):
     """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above;
     ``strides``, ``dilation``: (h, w) ints). Returns the int32 NCHW16c output tensor."""
-    n, _, height, width, _ = data.shape
-    oc_chunks, ic_chunks, kh_size, kw_size, _, _ = weight.shape
+    return blocked_conv(
+        data,
+        weight,
+        strides,
+        dilation,
+        lambda oc, ic_o, kh, kw, ic_i, oc_i: weight[oc, ic_o, kh, kw, oc_i, ic_i],
+        "int32",
+        OP_NAME,
+    )
+
+
+def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name):
+    """TE compute of a channel-blocked conv: ``data`` (N, C/b, H, W, b), padded, against
+    ``weight`` (O/16, C/b, KH, KW, ...) read through ``weight_at(oc, ic_o, kh, kw, ic_i,
+    oc_i)``, products and sums in ``dtype``. Returns the (N, O/16, OH, OW, 16) tensor, its
+    block annotated with ``op_name``. Loops: N, O/16, OH, OW, 16, then C/b, KH, KW, b."""
+    n, ic_chunks, height, width, block = data.shape
+    oc_chunks, _, kh_size, kw_size = weight.shape[:4]
     sh, sw = strides
     dh, dw = dilation
-    out_h = (height - (kh_size - 1) * dh - 1) // sh + 1
-    out_w = (width - (kw_size - 1) * dw - 1) // sw + 1
     ic_o = te.reduce_axis((0, ic_chunks), "ic_o")
     kh = te.reduce_axis((0, kh_size), "kh")
     kw = te.reduce_axis((0, kw_size), "kw")
-    ic_i = te.reduce_axis((0, IC_BLOCK), "ic_i")
+    ic_i = te.reduce_axis((0, block), "ic_i")
+    out_h = out_size(height, kh_size, sh, dh)
+    out_w = out_size(width, kw_size, sw, dw)
     return te.compute(
         (n, oc_chunks, out_h, out_w, OC_BLOCK),
         lambda b, oc, y, x, oc_i: te.sum(
-            data[b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i].astype("int32")
-            * weight[oc, ic_o, kh, kw, oc_i, ic_i].astype("int32"),
+            data[b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i].astype(dtype)
+            * weight_at(oc, ic_o, kh, kw, ic_i, oc_i).astype(dtype),
             axis=[ic_o, kh, kw, ic_i],
         ),
-        name="conv2d_vnni",
-        attrs={"op_name": OP_NAME},
+        name="conv2d_" + dtype,
+        attrs={"op_name": op_name},
     )
+
+
+def out_size(size, kernel, stride, dilation):
+    """Output extent of a conv over a padded input extent ``size``."""
+    return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
 def requantized_conv(data, weight, correction, rescale, strides, dilation, rows=False):
@@ -81,15 +104,28 @@ def schedule_conv2d_vnni(sch, conv, out):
     ``tvm.s_tir.Schedule``; ``out``: the last block, (N, C, OH, OW) or (M, C), into which
     every block between them has been inlined).
 
-    Tiles of ``out``: (N, C/16, OH) in parallel; per tile, ``register_block`` output columns
-    by 16 output channels of the conv accumulate over (C/4, KH, KW), the innermost 16x4 one
-    ``vpdpbusd`` (``dot_16x4_vnni``), then the epilogue writes the tile. Measured on a 3x3
-    128->128 conv at 28x28, 2 threads: about 0.115 ms, against PyTorch's quantized conv
-    0.164 ms.
+    ``tile_conv``'s tiles; the innermost 16 output by 4 input channels one ``vpdpbusd``
+    (``dot_16x4_vnni``). Measured on a 3x3 128->128 conv at 28x28, 2 threads: about 0.115 ms,
+    against PyTorch's quantized conv 0.164 ms.
     """
     from .intrin import VNNI_INTRIN, ensure_vnni_intrin
 
     ensure_vnni_intrin()
+    x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
+    sch.reorder(ic_o, kh, kw, x, oc_i, ic_i)
+    init = sch.decompose_reduction(conv, ic_o)
+    sch.tensorize(oc_i, VNNI_INTRIN)
+    sch.unroll(x)
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
+def tile_conv(sch, conv, out):
+    """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
+    then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
+    per tile, ``register_block`` output columns by 16 output channels of the conv accumulate
+    in a small buffer over (C/block, KH, KW), then the epilogue writes the tile (the
+    transpose back to rows, unrolled). Returns the conv's loops (columns, 16 output
+    channels, C/block, KH, KW, block) under the tile, for the caller to order."""
     loops = sch.get_loops(out)
     if len(loops) == 2:  # dense: (M, C)
         (cols, c), outer, inner = loops, [], []
@@ -101,11 +137,6 @@ def schedule_conv2d_vnni(sch, conv, out):
     sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i)
     sch.parallel(sch.fuse(*outer, c_o, *inner))
     sch.compute_at(conv, x_o, preserve_unit_loops=True)
-    *_, x, oc_i, ic_o, kh, kw, ic_i = sch.get_loops(conv)
-    sch.reorder(ic_o, kh, kw, x, oc_i, ic_i)
-    init = sch.decompose_reduction(conv, ic_o)
-    sch.tensorize(oc_i, VNNI_INTRIN)
-    sch.unroll(x)
-    sch.vectorize(sch.get_loops(init)[-1])
-    for loop in (c_i, x_i):  # the epilogue: the tile's transpose back to rows, unrolled
+    for loop in (c_i, x_i):
         sch.unroll(loop)
+    return sch.get_loops(conv)[-6:]

@@ -1,4 +1,5 @@
-"""uint8 x int8 -> int32 depthwise conv2d in NCHW with its requantize epilogue, and its schedule.
+"""Depthwise conv2d in NCHW (uint8 x int8 -> int32 with its requantize epilogue, or FP32),
+and its schedule.
 
 A depthwise conv has no channel reduction for ``vpdpbusd`` to take: each output is a sum of
 KH*KW products. Written as a TE reduction, TIR refuses to vectorize the output row under
@@ -10,6 +11,8 @@ input bytes. 5x5, 240 channels at 28x28, 2 threads: 1.05 -> 0.11 ms.
 
 from tvm import te
 
+from .conv2d import out_size
+
 OP_NAME = "qbench.depthwise_conv2d_nchw"
 MAX_VECTOR_ROW = 64  # rows up to this many outputs are vectorized whole
 
@@ -19,29 +22,36 @@ def depthwise_conv(data, weight, correction, rescale, strides, dilation):
     ``weight``, then out = float32(acc - correction[c]) * rescale[c] with (C,) int32
     ``correction`` and (C,) float32 ``rescale``. ``strides``, ``dilation``: (h, w) ints.
     Returns the (N, C, OH, OW) float32 tensor."""
+    acc = depthwise_taps(data, weight, strides, dilation, "int32")
+    return te.compute(
+        acc.shape,
+        lambda b, c, y, x: (acc[b, c, y, x] - correction[c]).astype("float32") * rescale[c],
+        name="requantize",
+    )
+
+
+def depthwise_taps(data, weight, strides, dilation, dtype):
+    """TE compute: the (N, C, OH, OW) depthwise conv of padded (N, C, H, W) ``data`` and
+    (C, 1, KH, KW) ``weight`` as an explicit sum of KH*KW products in ``dtype`` ("int32" for
+    uint8 x int8, "float32")."""
     n, channels, height, width = data.shape
     _, _, kh_size, kw_size = weight.shape
     sh, sw = strides
     dh, dw = dilation
-    out_h = (height - (kh_size - 1) * dh - 1) // sh + 1
-    out_w = (width - (kw_size - 1) * dw - 1) // sw + 1
+    out_h = out_size(height, kh_size, sh, dh)
+    out_w = out_size(width, kw_size, sw, dw)
 
     def taps(b, c, y, x):
         products = [
-            data[b, c, y * sh + i * dh, x * sw + j * dw].astype("int32")
-            * weight[c, 0, i, j].astype("int32")
+            data[b, c, y * sh + i * dh, x * sw + j * dw].astype(dtype)
+            * weight[c, 0, i, j].astype(dtype)
             for i in range(int(kh_size))
             for j in range(int(kw_size))
         ]
         return sum(products[1:], products[0])
 
-    acc = te.compute(
-        (n, channels, out_h, out_w), taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME}
-    )
     return te.compute(
-        acc.shape,
-        lambda b, c, y, x: (acc[b, c, y, x] - correction[c]).astype("float32") * rescale[c],
-        name="requantize",
+        (n, channels, out_h, out_w), taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME}
     )
 
 

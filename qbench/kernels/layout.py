@@ -33,15 +33,16 @@ def pack_nchw4c(x, zero_point):
     )
 
 
-def pack_rows(x, zero_point):
-    """(M, K) uint8 -> (1, ceil(K/4), 1, M, 4): the rows of a dense layer as one image row."""
+def pack_rows(x, pad_value, block=IC_BLOCK):
+    """(M, K) -> (1, ceil(K/block), 1, M, block): the rows of a dense layer as one image row;
+    padded input channels hold ``pad_value`` (the zero point for uint8)."""
     m, k = x.shape
-    chunks = _ceil_to(k, IC_BLOCK) // IC_BLOCK
-    zp = tirx.const(int(zero_point), "uint8")
+    chunks = _ceil_to(k, block) // block
+    pad = tirx.const(pad_value, x.dtype)
     return te.compute(
-        (1, chunks, 1, m, IC_BLOCK),
+        (1, chunks, 1, m, block),
         lambda _, ko, __, r, ki: tirx.if_then_else(
-            ko * IC_BLOCK + ki < k, x[r, tirx.min(ko * IC_BLOCK + ki, k - 1)], zp
+            ko * block + ki < k, x[r, tirx.min(ko * block + ki, k - 1)], pad
         ),
         name="pack_rows",
     )

@@ -3,9 +3,9 @@
 Built on TVM's dlight framework (``ApplyDefaultSchedule`` skips kernels already scheduled,
 for example by a MetaSchedule database):
 
-- ``HandKernels``: the packed uint8 x int8 conv of ``conv2d.py`` (also every dense layer)
-  and the depthwise conv of ``depthwise.py``, each with its fused epilogue, on their hand
-  schedules;
+- ``HandKernels``: the packed uint8 x int8 conv of ``conv2d.py`` (also every dense layer),
+  the packed FP32 conv of ``conv2d_fp32.py`` and the depthwise conv of ``depthwise.py``, each
+  with its fused epilogue, on their hand schedules;
 - ``CpuFallback``: every other kernel. Like dlight's GPU ``Fallback`` it inlines what it can,
   then runs the outer spatial loops of each remaining block in parallel and vectorizes the
   innermost (for conv- and pool-like blocks, inside the reduction loops). Untuned Relax builds
@@ -19,6 +19,8 @@ from tvm.s_tir.dlight.base.common_schedules import try_inline
 
 from .conv2d import OP_NAME as CONV_OP
 from .conv2d import schedule_conv2d_vnni
+from .conv2d_fp32 import OP_NAME as FP32_CONV_OP
+from .conv2d_fp32 import schedule_conv2d_fp32
 from .depthwise import OP_NAME as DEPTHWISE_OP
 from .depthwise import schedule_depthwise
 
@@ -34,7 +36,11 @@ class HandKernels(ScheduleRule):
     shape after them (FuseOps may append the next layer's pad and quantize) run as a second,
     parallel loop nest over the tile's result."""
 
-    SCHEDULES = {CONV_OP: schedule_conv2d_vnni, DEPTHWISE_OP: schedule_depthwise}
+    SCHEDULES = {
+        CONV_OP: schedule_conv2d_vnni,
+        FP32_CONV_OP: schedule_conv2d_fp32,
+        DEPTHWISE_OP: schedule_depthwise,
+    }
 
     def apply(self, func, target, _tunable):
         if not isinstance(func, tirx.PrimFunc):

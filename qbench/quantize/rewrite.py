@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import quantizable_call
+from ..kernels.conv2d import OUT_ELEMWISE_FUSABLE
 from .params import ActivationParams, QuantizedWeight
-
-OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable, as conv2d
 
 
 @dataclass

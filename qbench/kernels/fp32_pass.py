@@ -1,0 +1,108 @@
+"""The Relax rewrite that runs FP32 convs and dense layers on qbench's CPU kernels: the packed
+conv of ``conv2d_fp32.py`` (dense layers as a 1x1 conv over the rows) and the depthwise conv
+of ``depthwise.py``."""
+
+import numpy as np
+
+from ..graph import quantizable_call
+from .conv2d import OUT_ELEMWISE_FUSABLE
+from .conv2d_fp32 import conv2d_nchwc, ic_block, pack_nchwc, pack_weight
+from .depthwise import depthwise_taps
+
+
+def pack_fp32_convs(mod):
+    """``mod`` with every float32 conv2d (NCHW, ungrouped or depthwise) and matmul (2-D input)
+    of a constant weight replaced by qbench's kernels. Other calls are unchanged.
+
+    Returns:
+        a new ``tvm.IRModule``.
+    """
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class _Packer(PyExprMutator):
+        def visit_call_(self, call):
+            call = self.visit_expr_post_order(call)
+            kind = _fp32_kind(call)
+            return _EMITTERS[kind](self.builder_, call) if kind else call
+
+    packer = _Packer(mod)
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            packer.builder_.update_func(gvar, packer.visit_expr(func))
+    return packer.builder_.get()
+
+
+def _fp32_kind(call):
+    """ "conv", "depthwise", "dense" or None."""
+    kind = quantizable_call(call)
+    if kind is None or call.args[0].ty.dtype != "float32" or call.ty.dtype != "float32":
+        return None
+    if kind == "matmul":
+        return "dense" if len(call.args[0].ty.shape) == 2 else None
+    groups, weight = int(call.attrs.groups), call.args[1].ty.shape
+    if groups == 1:
+        return "conv"
+    depthwise = groups == int(weight[0]) == int(call.args[0].ty.shape[1]) and int(weight[1]) == 1
+    return "depthwise" if depthwise else None
+
+
+def _conv(bb, call):
+    weight = call.args[1].value.numpy()
+    block = ic_block(weight.shape[1])
+    attrs = call.attrs
+    padding = tuple(int(p) for p in attrs.padding)
+    data = bb.emit(bb.call_te(pack_nchwc, call.args[0], block, padding))
+    strides = tuple(int(s) for s in attrs.strides)
+    dilation = tuple(int(d) for d in attrs.dilation)
+    return _call_packed(bb, data, pack_weight(weight, block), strides, dilation, weight.shape[0])
+
+
+def _dense(bb, call):
+    from .layout import pack_rows
+
+    weight = call.args[1].value.numpy()  # (K, N)
+    block = ic_block(weight.shape[0])
+    data = bb.emit(bb.call_te(pack_rows, call.args[0], 0.0, block))
+    packed = pack_weight(weight.T[:, :, None, None], block)
+    return _call_packed(bb, data, packed, (1, 1), (1, 1), weight.shape[1], rows=True)
+
+
+def _call_packed(bb, data, weight, strides, dilation, channels, rows=False):
+    from tvm import relax
+
+    return bb.call_te(
+        conv2d_nchwc,
+        data,
+        relax.const(np.asarray(weight, np.float32), "float32"),
+        strides,
+        dilation,
+        channels,
+        rows,
+        primfunc_name_hint="conv2d_nchwc_fp32",
+        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+    )
+
+
+def _depthwise(bb, call):
+    from tvm.relax import op
+
+    attrs = call.attrs
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    x = call.args[0]
+    if top or left or bottom or right:
+        x = bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
+    return bb.call_te(
+        depthwise_taps,
+        x,
+        call.args[1],
+        tuple(int(s) for s in attrs.strides),
+        tuple(int(d) for d in attrs.dilation),
+        "float32",
+        primfunc_name_hint="depthwise_conv2d_fp32",
+        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+    )
+
+
+_EMITTERS = {"conv": _conv, "dense": _dense, "depthwise": _depthwise}

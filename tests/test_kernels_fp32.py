@@ -1,0 +1,53 @@
+"""qbench's FP32 CPU kernels (packed conv, dense, depthwise) against PyTorch."""
+
+import numpy as np
+import torch
+from helpers import LLVM, loaded, run_tvm, torch_out
+
+from qbench import build, frontend
+from qbench.kernels.conv2d_fp32 import ic_block, pack_weight
+from qbench.kernels.fp32_pass import pack_fp32_convs
+
+
+class _Net(torch.nn.Module):
+    """Every kernel kind: a 3-channel stem (one input block), stride, dilation, a residual
+    add, depthwise at stride 1 and 2, an output count that is no multiple of 16, dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 32, 3, stride=2, padding=1)
+        self.dw1 = torch.nn.Conv2d(32, 32, 5, padding=2, groups=32)
+        self.conv = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2)
+        self.dw2 = torch.nn.Conv2d(32, 32, 3, stride=2, padding=1, groups=32, bias=False)
+        self.proj = torch.nn.Conv2d(32, 20, 1)
+        self.fc = torch.nn.Linear(20 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = x + torch.nn.functional.relu6(self.dw1(x))
+        x = torch.relu(self.conv(x))
+        x = self.proj(self.dw2(x))
+        return self.fc(x.flatten(1))
+
+
+def test_weight_packing_indices():
+    w = np.random.default_rng(0).standard_normal((20, 8, 3, 2)).astype(np.float32)
+    packed = pack_weight(w, 4)
+    assert packed.shape == (2, 2, 3, 2, 4, 16)
+    for o, c, kh, kw in np.ndindex(w.shape):
+        assert packed[o // 16, c // 4, kh, kw, c % 4, o % 16] == w[o, c, kh, kw]
+    assert not packed[1, ..., 4:].any()  # output channels 20..31 are padding
+    assert [ic_block(c) for c in (3, 16, 24, 40, 96, 1280)] == [3, 16, 8, 8, 16, 16]
+
+
+def test_fp32_kernels_match_pytorch():
+    torch.manual_seed(0)
+    net = _Net().eval()
+    x = np.random.default_rng(1).standard_normal((2, 3, 28, 28)).astype(np.float32)
+    mod = frontend.import_model(loaded(net, x.shape[1:]), len(x)).mod
+    kernels = [gv.name_hint for gv in pack_fp32_convs(mod).functions]
+    assert sum(k.startswith("conv2d_nchwc_fp32") for k in kernels) == 4  # 3 convs + dense
+    assert sum(k.startswith("depthwise_conv2d_fp32") for k in kernels) == 2
+    got = run_tvm(build.compile(mod, LLVM), x)
+    want = torch_out(net, x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
