@@ -11,7 +11,8 @@ from qbench.kernels.fp32_pass import pack_fp32_convs
 
 class _Net(torch.nn.Module):
     """Every kernel kind: a 3-channel stem (one input block), stride, dilation, a residual
-    add, depthwise at stride 1 and 2, an output count that is no multiple of 16, dense."""
+    add, depthwise at stride 1 and 2 (on 30x30 inputs the stride-2 one reads an odd padded
+    width, 17), an output count that is no multiple of 16, dense, max pooling."""
 
     def __init__(self):
         super().__init__()
@@ -20,10 +21,10 @@ class _Net(torch.nn.Module):
         self.conv = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2)
         self.dw2 = torch.nn.Conv2d(32, 32, 3, stride=2, padding=1, groups=32, bias=False)
         self.proj = torch.nn.Conv2d(32, 20, 1)
-        self.fc = torch.nn.Linear(20 * 7 * 7, 10)
+        self.fc = torch.nn.Linear(20 * 8 * 8, 10)
 
     def forward(self, x):
-        x = torch.relu(self.stem(x))
+        x = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 1, 1)
         x = x + torch.nn.functional.relu6(self.dw1(x))
         x = torch.relu(self.conv(x))
         x = self.proj(self.dw2(x))
@@ -43,11 +44,12 @@ def test_weight_packing_indices():
 def test_fp32_kernels_match_pytorch():
     torch.manual_seed(0)
     net = _Net().eval()
-    x = np.random.default_rng(1).standard_normal((2, 3, 28, 28)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((2, 3, 30, 30)).astype(np.float32)
     mod = frontend.import_model(loaded(net, x.shape[1:]), len(x)).mod
     kernels = [gv.name_hint for gv in pack_fp32_convs(mod).functions]
     assert sum(k.startswith("conv2d_nchwc_fp32") for k in kernels) == 4  # 3 convs + dense
     assert sum(k.startswith("depthwise_conv2d_fp32") for k in kernels) == 2
+    assert sum(k.startswith("max_pool2d_taps") for k in kernels) == 1
     got = run_tvm(build.compile(mod, LLVM), x)
     want = torch_out(net, x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

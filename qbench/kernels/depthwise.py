@@ -1,5 +1,5 @@
-"""Depthwise conv2d in NCHW (uint8 x int8 -> int32 with its requantize epilogue, or FP32),
-and its schedule.
+"""Depthwise conv2d in NCHW (uint8 x int8 -> int32 with its requantize epilogue, or FP32)
+and max pooling, written as explicit taps, and their schedule.
 
 A depthwise conv has no channel reduction for ``vpdpbusd`` to take: each output is a sum of
 KH*KW products. Written as a TE reduction, TIR refuses to vectorize the output row under
@@ -9,7 +9,9 @@ block: it inlines into its epilogue, and each output row is one vector loop over
 input bytes. 5x5, 240 channels at 28x28, 2 threads: 1.05 -> 0.11 ms.
 """
 
-from tvm import te
+import functools
+
+from tvm import te, tirx
 
 from .conv2d import out_size
 
@@ -17,12 +19,11 @@ OP_NAME = "qbench.depthwise_conv2d_nchw"
 MAX_VECTOR_ROW = 64  # rows up to this many outputs are vectorized whole
 
 
-def depthwise_conv(data, weight, correction, rescale, strides, dilation):
-    """TE compute: (N, C, H, W) uint8 ``data`` (already padded) with (C, 1, KH, KW) int8
+def depthwise_conv(data, weight, correction, rescale, strides, dilation, width):
+    """TE compute: uint8 ``data`` (as ``depthwise_taps`` takes it) with (C, 1, KH, KW) int8
     ``weight``, then out = float32(acc - correction[c]) * rescale[c] with (C,) int32
-    ``correction`` and (C,) float32 ``rescale``. ``strides``, ``dilation``: (h, w) ints.
-    Returns the (N, C, OH, OW) float32 tensor."""
-    acc = depthwise_taps(data, weight, strides, dilation, "int32")
+    ``correction`` and (C,) float32 ``rescale``. Returns the (N, C, OH, OW) float32 tensor."""
+    acc = depthwise_taps(data, weight, strides, dilation, "int32", width)
     return te.compute(
         acc.shape,
         lambda b, c, y, x: (acc[b, c, y, x] - correction[c]).astype("float32") * rescale[c],
@@ -30,29 +31,71 @@ def depthwise_conv(data, weight, correction, rescale, strides, dilation):
     )
 
 
-def depthwise_taps(data, weight, strides, dilation, dtype):
-    """TE compute: the (N, C, OH, OW) depthwise conv of padded (N, C, H, W) ``data`` and
-    (C, 1, KH, KW) ``weight`` as an explicit sum of KH*KW products in ``dtype`` ("int32" for
-    uint8 x int8, "float32")."""
-    n, channels, height, width = data.shape
-    _, _, kh_size, kw_size = weight.shape
-    sh, sw = strides
-    dh, dw = dilation
-    out_h = out_size(height, kh_size, sh, dh)
-    out_w = out_size(width, kw_size, sw, dw)
+def split_columns(x, stride):
+    """(N, C, H, W) -> (N, C, H, stride, ceil(W / stride)): column stride*k + p moves to
+    [..., p, k] (a past-the-end cell repeats the last column and is never read). A conv with
+    column stride s then reads each tap's inputs as one contiguous run instead of every s-th
+    byte, which LLVM does not vectorize."""
+    n, c, h, w = x.shape
 
-    def taps(b, c, y, x):
+    def column(k, p):
+        return k * stride + p if w % stride == 0 else tirx.min(k * stride + p, w - 1)
+
+    return te.compute(
+        (n, c, h, stride, (w + stride - 1) // stride),
+        lambda b, ch, y, p, k: x[b, ch, y, column(k, p)],
+        name="split_columns",
+    )
+
+
+def depthwise_taps(data, weight, strides, dilation, dtype, width):
+    """TE compute: the (N, C, OH, OW) depthwise conv of padded ``data`` and (C, 1, KH, KW)
+    ``weight`` as an explicit sum of KH*KW products in ``dtype`` ("int32" for uint8 x int8,
+    "float32"). ``data``: (N, C, H, ``width``) for column stride 1, else ``split_columns``'
+    layout of that input. ``strides``, ``dilation``: (h, w) ints."""
+    kh_size, kw_size = (int(k) for k in weight.shape[2:])
+
+    def taps(tap, b, c, y, x):
         products = [
-            data[b, c, y * sh + i * dh, x * sw + j * dw].astype(dtype)
-            * weight[c, 0, i, j].astype(dtype)
-            for i in range(int(kh_size))
-            for j in range(int(kw_size))
+            tap(i, j).astype(dtype) * weight[c, 0, i, j].astype(dtype)
+            for i in range(kh_size)
+            for j in range(kw_size)
         ]
         return sum(products[1:], products[0])
 
-    return te.compute(
-        (n, channels, out_h, out_w), taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME}
-    )
+    return _windowed(data, (kh_size, kw_size), strides, dilation, width, taps, "depthwise_conv2d")
+
+
+def max_pool_taps(data, pool_size, strides, dilation, width):
+    """TE compute: the (N, C, OH, OW) max pooling of padded ``data`` (laid out as for
+    ``depthwise_taps``) over ``pool_size`` (h, w) windows, as an explicit max of the taps."""
+
+    def taps(tap, *_):
+        values = [tap(i, j) for i in range(pool_size[0]) for j in range(pool_size[1])]
+        return functools.reduce(tirx.max, values)
+
+    return _windowed(data, pool_size, strides, dilation, width, taps, "max_pool2d")
+
+
+def _windowed(data, window, strides, dilation, width, combine, name):
+    """The (N, C, OH, OW) compute whose value at (b, c, y, x) is ``combine(tap, b, c, y, x)``,
+    where ``tap(i, j)`` reads the input under window position (i, j)."""
+    n, channels, height = data.shape[:3]
+    sh, sw = strides
+    dh, dw = dilation
+    out_h = out_size(height, window[0], sh, dh)
+    out_w = out_size(width, window[1], sw, dw)
+
+    def value(b, c, y, x):
+        def tap(i, j):
+            row = y * sh + i * dh
+            if sw == 1:
+                return data[b, c, row, x + j * dw]
+            return data[b, c, row, (j * dw) % sw, x + (j * dw) // sw]
+
+        return combine(tap, b, c, y, x)
+
+    return te.compute((n, channels, out_h, out_w), value, name=name, attrs={"op_name": OP_NAME})
 
 
 def schedule_depthwise(sch, conv, out):
@@ -60,7 +103,8 @@ def schedule_depthwise(sch, conv, out):
     between them has been inlined) of ``sch`` in place: the conv inlined too, (N, C, OH) in
     parallel, each output row one vector loop (rows longer than ``MAX_VECTOR_ROW`` in
     vectors of 16)."""
-    sch.compute_inline(conv)
+    if not sch.get(conv).same_as(sch.get(out)):
+        sch.compute_inline(conv)
     *outer, row = sch.get_loops(out)
     sch.parallel(sch.fuse(*outer))
     width = int(sch.get(row).extent)

@@ -1,18 +1,19 @@
-"""The Relax rewrite that runs FP32 convs and dense layers on qbench's CPU kernels: the packed
-conv of ``conv2d_fp32.py`` (dense layers as a 1x1 conv over the rows) and the depthwise conv
-of ``depthwise.py``."""
+"""The Relax rewrite that runs FP32 convs, dense layers and max pooling on qbench's CPU
+kernels: the packed conv of ``conv2d_fp32.py`` (dense layers as a 1x1 conv over the rows),
+the depthwise conv and max pooling of ``depthwise.py``."""
 
 import numpy as np
 
 from ..graph import quantizable_call
 from .conv2d import OUT_ELEMWISE_FUSABLE
 from .conv2d_fp32 import conv2d_nchwc, ic_block, pack_nchwc, pack_weight
-from .depthwise import depthwise_taps
+from .depthwise import depthwise_taps, max_pool_taps, split_columns
 
 
 def pack_fp32_convs(mod):
     """``mod`` with every float32 conv2d (NCHW, ungrouped or depthwise) and matmul (2-D input)
-    of a constant weight replaced by qbench's kernels. Other calls are unchanged.
+    of a constant weight, and every NCHW max_pool2d, replaced by qbench's kernels. Other
+    calls are unchanged.
 
     Returns:
         a new ``tvm.IRModule``.
@@ -35,7 +36,9 @@ def pack_fp32_convs(mod):
 
 
 def _fp32_kind(call):
-    """ "conv", "depthwise", "dense" or None."""
+    """The kernel for ``call``: "conv", "depthwise", "dense", "max_pool" or None."""
+    if _is_max_pool(call):
+        return "max_pool"
     kind = quantizable_call(call)
     if kind is None or call.args[0].ty.dtype != "float32" or call.ty.dtype != "float32":
         return None
@@ -46,6 +49,16 @@ def _fp32_kind(call):
         return "conv"
     depthwise = groups == int(weight[0]) == int(call.args[0].ty.shape[1]) and int(weight[1]) == 1
     return "depthwise" if depthwise else None
+
+
+def _is_max_pool(call):
+    from tvm import relax
+
+    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.nn.max_pool2d":
+        return False
+    a = call.attrs
+    plain = a.layout == "NCHW" and a.out_layout == "NCHW" and not a.ceil_mode
+    return plain and call.ty.dtype == "float32"
 
 
 def _conv(bb, call):
@@ -86,23 +99,52 @@ def _call_packed(bb, data, weight, strides, dilation, channels, rows=False):
 
 
 def _depthwise(bb, call):
-    from tvm.relax import op
-
     attrs = call.attrs
-    top, left, bottom, right = (int(p) for p in attrs.padding)
-    x = call.args[0]
-    if top or left or bottom or right:
-        x = bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
+    strides = tuple(int(s) for s in attrs.strides)
+    x, width = _padded_columns(bb, call.args[0], attrs.padding, strides, 0.0)
     return bb.call_te(
         depthwise_taps,
         x,
         call.args[1],
-        tuple(int(s) for s in attrs.strides),
+        strides,
         tuple(int(d) for d in attrs.dilation),
         "float32",
+        width,
         primfunc_name_hint="depthwise_conv2d_fp32",
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
 
 
-_EMITTERS = {"conv": _conv, "dense": _dense, "depthwise": _depthwise}
+def _max_pool(bb, call):
+    attrs = call.attrs
+    strides = tuple(int(s) for s in attrs.strides)
+    lowest = float(np.finfo(np.float32).min)
+    x, width = _padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
+    return bb.call_te(
+        max_pool_taps,
+        x,
+        tuple(int(k) for k in attrs.pool_size),
+        strides,
+        tuple(int(d) for d in attrs.dilation),
+        width,
+        primfunc_name_hint="max_pool2d_taps",
+        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+    )
+
+
+def _padded_columns(bb, x, padding, strides, pad_value):
+    """``x`` padded by ``padding`` (top, left, bottom, right) with ``pad_value``, then split
+    by columns when the column stride is > 1. Returns (tensor, padded width)."""
+    from tvm.relax import op
+
+    top, left, bottom, right = (int(p) for p in padding)
+    if top or left or bottom or right:
+        pad_width = [0, 0, 0, 0, top, bottom, left, right]
+        x = bb.emit(op.nn.pad(x, pad_width, pad_value=pad_value))
+    width = int(x.ty.shape[3])
+    if strides[1] > 1:
+        x = bb.emit(bb.call_te(split_columns, x, strides[1]))
+    return x, width
+
+
+_EMITTERS = {"conv": _conv, "dense": _dense, "depthwise": _depthwise, "max_pool": _max_pool}

@@ -212,19 +212,25 @@ def _packed_dense(bb, call, plan, correction, rescale):
 
 
 def _depthwise_conv(bb, call, plan, correction, rescale):
-    from ..kernels.depthwise import depthwise_conv
+    from ..kernels.depthwise import depthwise_conv, split_columns
 
     attrs = call.attrs
     padding = [int(p) for p in attrs.padding]
     x, _ = _pad_input(bb.emit, call.args[0], padding, True)
+    x_q = _quantize(bb.emit, x, plan.act, 1)
+    strides = tuple(int(s) for s in attrs.strides)
+    width = int(x_q.ty.shape[3])
+    if strides[1] > 1:
+        x_q = bb.emit(bb.call_te(split_columns, x_q, strides[1]))
     return bb.call_te(
         depthwise_conv,
-        _quantize(bb.emit, x, plan.act, 1),
+        x_q,
         _const(plan.weight.q, "int8"),
         correction,
         rescale,
-        tuple(int(s) for s in attrs.strides),
+        strides,
         tuple(int(d) for d in attrs.dilation),
+        width,
         primfunc_name_hint="depthwise_conv2d",
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
