@@ -96,24 +96,27 @@ def device_for(target):
     return tvm.cuda(0) if target["kind"] == "cuda" else tvm.cpu(0)
 
 
-def build(mod, target, databases=()):
+def build(mod, target, databases=(), schedules=None):
     """``compile`` ``mod`` and load it: a ``tvm.relax.VirtualMachine`` on the target's device."""
     from tvm import relax
 
-    return relax.VirtualMachine(compile(mod, target, databases), device_for(target))
+    executable = compile(mod, target, databases, schedules)
+    return relax.VirtualMachine(executable, device_for(target))
 
 
-def compile(mod, target, databases=()):  # noqa: A001  (the TVM verb)
+def compile(mod, target, databases=(), schedules=None):  # noqa: A001  (the TVM verb)
     """Compile ``mod`` for ``target``.
 
-    On llvm: ``lowering.cpu_pipeline`` (hand-scheduled VNNI kernels, then the tuning
-    database's best schedules, then default parallel schedules for the rest). On cuda: TVM's
+    On llvm: ``lowering.cpu_pipeline`` (qbench's hand-scheduled kernels, then the tuning
+    databases' best schedules, then default parallel schedules for the rest). On cuda: TVM's
     default Relax pipeline, which applies dlight's default GPU schedules, after the database.
 
     Args:
         mod: Relax ``tvm.IRModule``.
         target: TVM target dict.
         databases: MetaSchedule database folders (``tuning.databases``) applied first.
+        schedules: optional dict, filled on llvm with the kernel counts by schedule source
+            (``hand``, ``tuned``, ``default``; see ``lowering.cpu_pipeline``).
 
     Returns:
         the ``tvm.relax.VMExecutable``.
@@ -121,9 +124,14 @@ def compile(mod, target, databases=()):  # noqa: A001  (the TVM verb)
     import tvm
     from tvm import relax
 
+    from .lowering import SCHEDULE_COUNTS
     from .tuning import apply
 
-    return relax.build(apply(mod, target, databases), tvm.target.Target(target))
+    lowered = apply(mod, target, databases)
+    counts = lowered.attrs.get(SCHEDULE_COUNTS) if lowered.attrs is not None else None
+    if schedules is not None and counts is not None:
+        schedules.update({k: int(v) for k, v in counts.items()})
+    return relax.build(lowered, tvm.target.Target(target))
 
 
 def assembly(executable):

@@ -194,7 +194,7 @@ def _tune(args):
             f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
             f"in {s.seconds:.0f} s"
             + (f"; stopped by {s.stopped}" if s.stopped else "")
-            + (f"; rejected (wrong results): {', '.join(s.rejected)}" if s.rejected else "")
+            + (f"; rejected: {', '.join(s.rejected)}" if s.rejected else "")
         )
         stopped.add(s.stopped)
     return EXIT_INTERRUPTED if "Ctrl-C" in stopped else EXIT_PASS

@@ -7,6 +7,8 @@ scheduled); then the tuning databases; then ``CpuFallback`` for whatever no reco
 It follows the steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 """
 
+SCHEDULE_COUNTS = "qbench_schedules"  # module attr: kernels by schedule source
+
 
 def has_vnni(target):
     """True when the target dict is an llvm CPU with AVX-512 VNNI (``vpdpbusd``)."""
@@ -25,6 +27,10 @@ def cpu_pipeline(target, databases=(), fallback=True):
         databases: MetaSchedule database folders whose best records are applied.
         fallback: give the remaining kernels ``CpuFallback`` schedules (False leaves them
             unscheduled, as MetaSchedule's task extraction needs).
+
+    The lowered module's ``SCHEDULE_COUNTS`` attribute counts its kernels by where their
+    schedule came from: ``hand`` (qbench's kernels), ``tuned`` (a database record),
+    ``default`` (``CpuFallback``, or none when ``fallback`` is False).
     """
     import contextlib
 
@@ -45,16 +51,38 @@ def cpu_pipeline(target, databases=(), fallback=True):
         mod = pack_fp32_convs(mod)
         db = union_database(databases) if databases else contextlib.nullcontext()
         with tvm.target.Target(target), db:
-            steps = [
-                transform.DecomposeOpsForInference(),
-                transform.CanonicalizeBindings(),
-                relax.get_pipeline("zero"),
-                dlight.ApplyDefaultSchedule(HandKernels()),
-            ]
+            mod = tvm.transform.Sequential(
+                [
+                    transform.DecomposeOpsForInference(),
+                    transform.CanonicalizeBindings(),
+                    relax.get_pipeline("zero"),
+                    dlight.ApplyDefaultSchedule(HandKernels()),
+                ]
+            )(mod)
+            hand = scheduled_kernels(mod)
             if databases:
-                steps.append(transform.MetaScheduleApplyDatabase())
+                mod = transform.MetaScheduleApplyDatabase()(mod)
+            tuned = scheduled_kernels(mod) - hand
             if fallback:
-                steps.append(dlight.ApplyDefaultSchedule(CpuFallback()))
-            return tvm.transform.Sequential(steps)(mod)
+                mod = dlight.ApplyDefaultSchedule(CpuFallback())(mod)
+        total = len(kernels(mod))
+        counts = {"hand": len(hand), "tuned": len(tuned), "default": total - len(hand | tuned)}
+        return mod.with_attr(SCHEDULE_COUNTS, counts)
 
     return _lower
+
+
+def kernels(mod):
+    """The names of the TIR kernels (PrimFuncs) of ``mod``."""
+    from tvm import tirx
+
+    return {gv.name_hint for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
+
+
+def scheduled_kernels(mod):
+    """The names of ``mod``'s kernels already scheduled (``tirx.is_scheduled``)."""
+    return {
+        name
+        for name in kernels(mod)
+        if mod[name].attrs is not None and bool(mod[name].attrs.get("tirx.is_scheduled", False))
+    }

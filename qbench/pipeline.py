@@ -109,8 +109,10 @@ def run(opts):
         tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
     model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
     runners = [TorchRunner(model.module, opts.batch_size, shape)]
+    ctx["tuning"]["kernels"] = {}
     for name, mod in graphs(ctx):
-        vm = build.build(mod, target, ctx["databases"])
+        counts = ctx["tuning"]["kernels"][name] = {}
+        vm = build.build(mod, target, ctx["databases"], counts)
         runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
     logits, labels = _evaluate(runners, ctx["images"], ctx["split"].eval, model, opts.batch_size)
     latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)

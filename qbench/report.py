@@ -255,6 +255,15 @@ def summary_lines(report):
         else "tuning: none (no records for this target: untuned kernels use qbench's default "
         "schedules; see `qbench tune`)"
     )
+    if t.get("kernels"):
+        lines.append(
+            "kernels by schedule (qbench's hand-scheduled / tuning record / default): "
+            + ", ".join(
+                f"{name} {c['hand']}/{c['tuned']}/{c['default']}"
+                for name, c in t["kernels"].items()
+                if c
+            )
+        )
     if any(e["latency"]["noisy"] for e in report["results"].values()):
         lines.append(
             "timing: NOISY (std above a quarter of the median; the machine is busy "

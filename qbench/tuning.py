@@ -11,7 +11,7 @@ Pre-tuned records ship inside the package (``qbench/pretuned``, the way TVM's To
 shipped tuned logs); every build applies the best of them and of the user's database. They
 are produced by ``qbench tune ... --tuning-db qbench/pretuned`` (README.md gives the commands).
 
-On llvm the hand-scheduled VNNI kernels (``qbench.kernels``) are not tuning tasks: they are
+On llvm qbench's hand-scheduled kernels (``qbench.kernels``) are not tuning tasks: they are
 scheduled before MetaSchedule sees the module.
 """
 

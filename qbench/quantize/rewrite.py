@@ -193,9 +193,9 @@ def _packed_conv(bb, call, plan, correction, rescale):
 
     attrs = call.attrs
     padding = [int(p) for p in attrs.padding]
-    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
-    x_q = _quantize(bb.emit, x, plan.act, 1)
-    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, int(plan.act.zero_point)))
+    x_q = _quantize(bb.emit, call.args[0], plan.act, 1)
+    zero_point = int(plan.act.zero_point)
+    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zero_point, tuple(padding)))
     weight = _const(layout.pack_conv_weight(plan.weight.q), "int8")
     strides = tuple(int(s) for s in attrs.strides)
     dilation = tuple(int(d) for d in attrs.dilation)
@@ -212,12 +212,17 @@ def _packed_dense(bb, call, plan, correction, rescale):
 
 
 def _depthwise_conv(bb, call, plan, correction, rescale):
+    from tvm.relax import op
+
     from ..kernels.depthwise import depthwise_conv, split_columns
 
     attrs = call.attrs
     padding = [int(p) for p in attrs.padding]
-    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
-    x_q = _quantize(bb.emit, x, plan.act, 1)
+    x_q = _quantize(bb.emit, call.args[0], plan.act, 1)
+    if any(padding):  # the zero point is the quantized real 0
+        top, left, bottom, right = padding
+        pad_width = [0, 0, 0, 0, top, bottom, left, right]
+        x_q = bb.emit(op.nn.pad(x_q, pad_width, pad_value=float(plan.act.zero_point)))
     strides = tuple(int(s) for s in attrs.strides)
     width = int(x_q.ty.shape[3])
     if strides[1] > 1:
