@@ -32,8 +32,6 @@ def cpu_pipeline(target, databases=(), fallback=True):
     schedule came from: ``hand`` (qbench's kernels), ``tuned`` (a database record),
     ``default`` (``CpuFallback``, or none when ``fallback`` is False).
     """
-    import contextlib
-
     import tvm
     from tvm import relax
     from tvm.relax import transform
@@ -49,8 +47,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
     @tvm.transform.module_pass(opt_level=0)
     def _lower(mod, _ctx):
         mod = pack_fp32_convs(mod)
-        db = union_database(databases) if databases else contextlib.nullcontext()
-        with tvm.target.Target(target), db:
+        with tvm.target.Target(target):  # no database here: the zero pipeline would apply it
             mod = tvm.transform.Sequential(
                 [
                     transform.DecomposeOpsForInference(),
@@ -61,7 +58,8 @@ def cpu_pipeline(target, databases=(), fallback=True):
             )(mod)
             hand = scheduled_kernels(mod)
             if databases:
-                mod = transform.MetaScheduleApplyDatabase()(mod)
+                with union_database(databases):
+                    mod = transform.MetaScheduleApplyDatabase()(mod)
             tuned = scheduled_kernels(mod) - hand
             if fallback:
                 mod = dlight.ApplyDefaultSchedule(CpuFallback())(mod)
