@@ -14,6 +14,7 @@ from tvm import te
 
 OC_BLOCK = 16
 IC_BLOCK = 4
+REGISTER_COLUMNS = 14  # zmm accumulators per tile, leaving registers for weights and broadcasts
 OP_NAME = "qbench.conv2d_nchw4c_vnni"
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
@@ -93,9 +94,10 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows=
     )
 
 
-def register_block(out_w, limit=14):
+def register_block(out_w, limit=None):
     """Output columns accumulated in registers per tile: the largest divisor of ``out_w`` up
-    to ``limit`` (14 zmm accumulators leave registers for the weights and the broadcast)."""
+    to ``limit`` (default ``REGISTER_COLUMNS``)."""
+    limit = limit or REGISTER_COLUMNS
     return max(d for d in range(1, min(out_w, limit) + 1) if out_w % d == 0)
 
 
@@ -111,8 +113,8 @@ def schedule_conv2d_vnni(sch, conv, out):
     from .intrin import VNNI_INTRIN, ensure_vnni_intrin
 
     ensure_vnni_intrin()
-    x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
-    sch.reorder(ic_o, kh, kw, x, oc_i, ic_i)
+    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
+    sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)
     sch.tensorize(oc_i, VNNI_INTRIN)
     sch.unroll(x)
@@ -122,21 +124,25 @@ def schedule_conv2d_vnni(sch, conv, out):
 def tile_conv(sch, conv, out):
     """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
     then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
-    per tile, ``register_block`` output columns by 16 output channels of the conv accumulate
-    in a small buffer over (C/block, KH, KW), then the epilogue writes the tile (the
-    transpose back to rows, unrolled). Returns the conv's loops (columns, 16 output
+    per tile, ``register_block`` output columns by 16 output channels (by 32 when that fills
+    the registers better: rows of 7 or fewer columns) of the conv accumulate in a small
+    buffer over (C/block, KH, KW), then the epilogue writes the tile (the transpose back to
+    rows, unrolled). Returns the conv's loops (output-channel blocks, columns, 16 output
     channels, C/block, KH, KW, block) under the tile, for the caller to order."""
     loops = sch.get_loops(out)
     if len(loops) == 2:  # dense: (M, C)
         (cols, c), outer, inner = loops, [], []
     else:  # conv: (N, C, OH, OW)
         outer, c, inner, cols = [loops[0]], loops[1], [loops[2]], loops[3]
-    c_o, c_i = sch.split(c, [None, OC_BLOCK])
-    width = int(sch.get(cols).extent)
-    x_o, x_i = sch.split(cols, [None, register_block(width)])
+    columns = register_block(int(sch.get(cols).extent))
+    pair = 2 * columns <= REGISTER_COLUMNS and int(sch.get(c).extent) % (2 * OC_BLOCK) == 0
+    c_o, c_i = sch.split(c, [None, OC_BLOCK * (2 if pair else 1)])
+    x_o, x_i = sch.split(cols, [None, columns])
     sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i)
     sch.parallel(sch.fuse(*outer, c_o, *inner))
     sch.compute_at(conv, x_o, preserve_unit_loops=True)
     for loop in (c_i, x_i):
         sch.unroll(loop)
-    return sch.get_loops(conv)[-6:]
+    oc = sch.get_loops(conv)[-8]  # under the tile: N, O/16 (1 or 2), OH, OW, 16, reductions
+    sch.unroll(oc)
+    return [oc, *sch.get_loops(conv)[-6:]]

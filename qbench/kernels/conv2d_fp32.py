@@ -80,8 +80,8 @@ def schedule_conv2d_fp32(sch, conv, out):
     """Schedule the packed FP32 ``conv`` and its epilogue ``out`` in place: ``tile_conv``'s
     tiles, each step one broadcast input value times 16 output channels' weights (a vector
     FMA) for each of the tile's columns."""
-    x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
-    sch.reorder(ic_o, kh, kw, ic_i, x, oc_i)
+    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
+    sch.reorder(ic_o, kh, kw, ic_i, oc, x, oc_i)
     sch.vectorize(oc_i)  # before decompose: TIR vectorizes a reduction block, not its update
     sch.unroll(x)
     sch.decompose_reduction(conv, ic_o)

@@ -17,22 +17,21 @@ def _ceil_to(n, block):
     return -(-int(n) // block) * block
 
 
-def pack_nchw4c(x, zero_point, padding=(0, 0, 0, 0)):
-    """(N, C, H, W) uint8 -> (N, ceil(C/4), H + top + bottom, W + left + right, 4), spatially
-    padded by ``padding`` (top, left, bottom, right); padded cells and channels hold
-    ``zero_point`` (the quantized real 0)."""
+def pack_nchw4c(x, zero_point):
+    """(N, C, H, W) uint8 -> (N, ceil(C/4), H, W, 4); padded channels hold ``zero_point``.
+    (Spatial padding comes before, in FP32: padding after the quantize lets FuseOps pull the
+    quantize into the previous conv's epilogue, measured 0.1-0.15 ms slower on resnet18.)"""
     n, c, h, w = x.shape
-    top, left, bottom, right = padding
     chunks = _ceil_to(c, IC_BLOCK) // IC_BLOCK
     zp = tirx.const(int(zero_point), "uint8")
-
-    def value(b, co, y, xx, ci):
-        inside = tirx.all(co * IC_BLOCK + ci < c, y >= top, y < h + top, xx >= left, xx < w + left)
-        channel = tirx.min(co * IC_BLOCK + ci, c - 1)
-        return tirx.if_then_else(inside, x[b, channel, y - top, xx - left], zp)
-
     return te.compute(
-        (n, chunks, h + top + bottom, w + left + right, IC_BLOCK), value, name="pack_nchw4c"
+        (n, chunks, h, w, IC_BLOCK),
+        lambda b, co, y, xx, ci: tirx.if_then_else(
+            co * IC_BLOCK + ci < c,
+            x[b, tirx.min(co * IC_BLOCK + ci, c - 1), y, xx],
+            zp,
+        ),
+        name="pack_nchw4c",
     )
 
 

@@ -193,9 +193,9 @@ def _packed_conv(bb, call, plan, correction, rescale):
 
     attrs = call.attrs
     padding = [int(p) for p in attrs.padding]
-    x_q = _quantize(bb.emit, call.args[0], plan.act, 1)
-    zero_point = int(plan.act.zero_point)
-    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zero_point, tuple(padding)))
+    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
+    x_q = _quantize(bb.emit, x, plan.act, 1)
+    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, int(plan.act.zero_point)))
     weight = _const(layout.pack_conv_weight(plan.weight.q), "int8")
     strides = tuple(int(s) for s in attrs.strides)
     dilation = tuple(int(d) for d in attrs.dilation)
