@@ -247,10 +247,11 @@ def summary_lines(report):
         f"INT8 graph added ops: {report['graph']['int8_added_ops']}",
     ]
     t = report["tuning"]
+    used = sum(c.get("tuned", 0) for c in t.get("kernels", {}).values())
     lines.append(
         f"tuning: databases applied: {t['source']} ({t['records']} records in "
         f"{t['database']}, {t['pretuned_records']} pre-tuned records shipped for this target; "
-        "kernels they do not cover use qbench's default schedules)"
+        f"{used} kernels took a record, the others use qbench's kernels and default schedules)"
         if t["source"] != "none"
         else "tuning: none (no records for this target: untuned kernels use qbench's default "
         "schedules; see `qbench tune`)"
