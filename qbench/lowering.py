@@ -58,8 +58,7 @@ def cpu_pipeline(target, databases=(), fallback=True):
             )(mod)
             hand = scheduled_kernels(mod)
             if databases:
-                with union_database(databases):
-                    mod = transform.MetaScheduleApplyDatabase()(mod)
+                mod = apply_records(mod, union_database(databases), target)
             tuned = scheduled_kernels(mod) - hand
             if fallback:
                 mod = dlight.ApplyDefaultSchedule(CpuFallback())(mod)
@@ -68,6 +67,23 @@ def cpu_pipeline(target, databases=(), fallback=True):
         return mod.with_attr(SCHEDULE_COUNTS, counts)
 
     return _lower
+
+
+def apply_records(mod, database, target):
+    """``mod`` with every unscheduled kernel that ``database`` holds a record for replaced by
+    that record's schedule. (TVM 0.27's ``MetaScheduleApplyDatabase`` looks kernels up
+    without the ``global_symbol`` that task extraction stored with them, and finds none.)"""
+    import tvm
+
+    target = tvm.target.Target(target)
+    for name in kernels(mod) - scheduled_kernels(mod):
+        func = mod[name]
+        query = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+        sch = database.query_schedule(query, target, workload_name="main")
+        if sch is not None:
+            scheduled = sch.mod["main"].without_attr("global_symbol")
+            mod[name] = scheduled.with_attr("tirx.is_scheduled", True)
+    return mod
 
 
 def kernels(mod):

@@ -115,8 +115,7 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
     assert report["results"]["tvm_fp32"]["metrics"]["top1_agreement"] == 1.0
     kernels = report["tuning"]["kernels"]
     assert kernels["tvm_fp32"]["hand"] == kernels["tvm_int8"]["hand"] == 2, kernels  # 2 convs
-    # every kernel was tuned, so each kept workload serves a kernel of one of the graphs
-    assert (kernels["tvm_fp32"]["tuned"] + kernels["tvm_int8"]["tuned"] > 0) == bool(kept)
+    assert kernels["tvm_fp32"]["tuned"] + kernels["tvm_int8"]["tuned"] <= len(kept)
     # the same records, shipped as pre-tuned, with an empty user database
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "db")
     main(["run", *_tiny_args(tmp_path, "empty")])
