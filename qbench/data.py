@@ -31,10 +31,13 @@ class ImageSet:
 
     Attributes:
         name: the ``--data`` text.
-        loaders: one zero-argument callable per image returning an RGB ``PIL.Image``.
+        loaders: one zero-argument callable per image returning an 8-bit RGB ``PIL.Image``
+            (``to_rgb``); it raises ``UserError`` naming the file it cannot decode.
         labels: label index per image, or None when the source has no labels.
         keys: a stable identifier per image (file name or stream position).
         synthetic: True for generated noise (results say nothing about accuracy).
+        label_source: where the labels come from (a ``labels.csv`` path, the class folder
+            names, a dataset column), for error messages.
     """
 
     name: str
@@ -42,6 +45,7 @@ class ImageSet:
     labels: list = None
     keys: list = None
     synthetic: bool = False
+    label_source: str = ""
 
     def __len__(self):
         return len(self.loaders)
@@ -113,6 +117,61 @@ def split(images, calib_size, eval_size, seed=0):
     )
 
 
+def check_decodable(images, indices):
+    """Decode every image at ``indices`` once, so that a file that cannot be read stops the
+    run before calibration rather than in the middle of the evaluation.
+
+    Raises:
+        UserError: names the first file that cannot be decoded and the cause.
+    """
+    for i in indices:
+        images.loaders[i]()
+
+
+def check_labels(images, num_classes, model_name):
+    """Require every label of the source to be a class index of the model, 0-based.
+
+    Args:
+        num_classes: K of the model's (N, K) logits.
+
+    Raises:
+        UserError: names the label, the image and the label source, and the valid range.
+    """
+    if images.labels is None:
+        return
+    bad = [
+        (lab, key)
+        for lab, key in zip(images.labels, images.keys, strict=True)
+        if not 0 <= lab < num_classes
+    ]
+    if not bad:
+        return
+    label, key = bad[0]
+    hint = ""
+    if min(images.labels) == 1 and max(images.labels) == num_classes:
+        hint = "; the labels look one-based: subtract 1"
+    raise UserError(
+        f"--data {images.name}: label {label} of image {key} (from {images.label_source}) is "
+        f"not a class of model {model_name!r}, which has {num_classes} classes (valid labels: "
+        f"0..{num_classes - 1}); {len(bad)} of {len(images.labels)} labels are out of "
+        f"range{hint}"
+    )
+
+
+def check_input_shape(images, index, preprocess, input_shape):
+    """Require the preprocessing to produce the model's (C, H, W) input from image ``index``.
+
+    Raises:
+        UserError: shows both shapes.
+    """
+    shape = tuple(transform(preprocess)(images.loaders[index]()).shape)
+    if shape != tuple(input_shape):
+        raise UserError(
+            f"--data {images.name}: preprocessing {preprocess} gives images of shape {shape}, "
+            f"the model takes {tuple(input_shape)}; pass --input-shape C H W"
+        )
+
+
 def batches(images, indices, preprocess, batch_size):
     """Yield preprocessed batches in index order.
 
@@ -122,19 +181,22 @@ def batches(images, indices, preprocess, batch_size):
     tf = transform(preprocess)
     for start in range(0, len(indices), batch_size):
         chunk = indices[start : start + batch_size]
-        x = np.stack([tf(images.loaders[i]().convert("RGB")).numpy() for i in chunk])
+        x = np.stack([tf(images.loaders[i]()).numpy() for i in chunk])
         labels = None if images.labels is None else np.array([images.labels[i] for i in chunk])
         yield x.astype(np.float32), labels
 
 
 def transform(preprocess):
-    """The torchvision transform for a ``zoo.Preprocess``: PIL RGB image -> (C, H, W) float32."""
+    """The torchvision transform for a ``zoo.Preprocess``: PIL RGB image -> (C, H, W) float32
+    (C = 1 for a greyscale model: the picture's luminance)."""
     from torchvision import transforms as T
 
+    grey = [T.Grayscale(1)] if preprocess.channels == 1 else []
     return T.Compose(
         [
             T.Resize(preprocess.resize),
             T.CenterCrop(preprocess.crop),
+            *grey,
             T.ToTensor(),
             T.Normalize(preprocess.mean, preprocess.std),
         ]
@@ -142,16 +204,42 @@ def transform(preprocess):
 
 
 def _pil_loader(path):
-    from PIL import Image, UnidentifiedImageError
-
     def load():
+        from PIL import Image
+
         try:
             with Image.open(path) as im:
-                return im.convert("RGB")
-        except (OSError, UnidentifiedImageError) as e:
-            raise UserError(f"--data: cannot read image {path} ({e})") from e
+                return to_rgb(im)
+        except Exception as e:  # noqa: BLE001 - Pillow's decoders raise many kinds
+            cause = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UserError(
+                f"--data: cannot read image {path} ({type(e).__name__}: {cause})"
+            ) from e
 
     return load
+
+
+def to_rgb(image):
+    """The 8-bit RGB picture a person would see in ``image`` (a ``PIL.Image`` of any mode).
+
+    The EXIF orientation is applied; 16-bit greyscale is scaled to 8 bits (65535 -> 255)
+    rather than clipped; transparency (alpha, or a palette's transparent entry) is composited
+    over white; greyscale, palette and CMYK become RGB.
+
+    Raises:
+        Pillow's errors for files it cannot decode (the caller names the file).
+    """
+    from PIL import Image, ImageOps
+
+    image = ImageOps.exif_transpose(image)
+    if image.mode.startswith("I;16") or (image.mode == "I" and image.getextrema()[1] > 255):
+        wide = np.asarray(image, dtype=np.float64)
+        image = Image.fromarray(np.clip(np.round(wide / 257.0), 0, 255).astype(np.uint8))
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return image.convert("RGB")
 
 
 def _embedded():
@@ -160,7 +248,9 @@ def _embedded():
         raise UserError("--data embedded: needs the package foolbox (it ships the photos)")
     files = sorted(Path(spec.submodule_search_locations[0], "data").glob("imagenet_*_*.jpg"))
     labels = [int(f.stem.split("_")[2]) for f in files]
-    return ImageSet("embedded", [_pil_loader(f) for f in files], labels, [f.name for f in files])
+    keys = [f.name for f in files]
+    source = "the foolbox file names"
+    return ImageSet("embedded", [_pil_loader(f) for f in files], labels, keys, False, source)
 
 
 def _synthetic(n, seed):
@@ -199,13 +289,17 @@ def _folder(root):
             root,
         )
     keys = [str(f.relative_to(root)) for f in files]
-    return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys)
+    source = "class folder names" if numeric else "sorted class folder positions"
+    return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys, False, source)
 
 
 def _flat(root):
-    with open(root / "labels.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
+    try:
+        with open(root / "labels.csv", newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"--data {root}/labels.csv: cannot read ({type(e).__name__}: {e})") from e
     if not {"file", "label"} <= set(reader.fieldnames or ()):
         raise UserError(f"--data {root}/labels.csv: needs the columns file,label")
     if not rows:
@@ -224,4 +318,5 @@ def _flat(root):
         [_pil_loader(root / r["file"]) for r in rows],
         [int(r["label"]) for r in rows],
         [r["file"] for r in rows],
+        label_source=str(root / "labels.csv"),
     )

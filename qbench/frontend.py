@@ -52,6 +52,28 @@ def check_eval_mode(module, name):
         )
 
 
+def check_float32(module, name):
+    """Refuse a model whose floating-point parameters or buffers are not float32.
+
+    qbench calibrates, quantizes and compares float32 graphs; a float16, bfloat16 or float64
+    model would reach the INT8 rewrite with weights of another dtype.
+
+    Raises:
+        UnsupportedModelError: names the first such tensor and its dtype.
+    """
+    import torch
+
+    tensors = [*module.named_parameters(), *module.named_buffers()]
+    other = [(n, t.dtype) for n, t in tensors if t.is_floating_point() and t.dtype != torch.float32]
+    if other:
+        tensor, dtype = other[0]
+        raise UnsupportedModelError(
+            f"model {name!r}: tensor {tensor!r} is {str(dtype).removeprefix('torch.')} "
+            f"({len(other)} such); only float32 models are supported yet: call "
+            "model.float() and remove dtype casts from forward()"
+        )
+
+
 def export(model, batch_size):
     """Capture ``model`` with ``torch.export`` at a static batch size, then decompose to core ATen.
 
@@ -62,6 +84,7 @@ def export(model, batch_size):
     import torch
 
     ep = model.exported
+    check_float32(model.module, model.name)
     if ep is None:
         check_eval_mode(model.module, model.name)
         example = torch.zeros((batch_size, *model.input_shape), dtype=torch.float32)
@@ -73,14 +96,29 @@ def export(model, batch_size):
             raise UnsupportedModelError(
                 f"model {model.name!r}: torch.export failed ({type(e).__name__}: {first})"
             ) from e
-    elif tuple(_user_input_shape(ep)[0:1]) != (batch_size,):
-        raise UnsupportedModelError(
-            f"model {model.name!r}: exported with batch {_user_input_shape(ep)[0]}; "
-            f"pass --batch-size {_user_input_shape(ep)[0]}"
-        )
+    else:
+        _check_exported_shape(ep, model, batch_size)
     ep = ep.run_decompositions()
     check_exported_inference(ep, model.name)
     return ep
+
+
+def _check_exported_shape(ep, model, batch_size):
+    """Require a saved program's input to be (batch_size, *model.input_shape).
+
+    Raises:
+        UnsupportedModelError: names the exported shape and the flag that fits it.
+    """
+    shape = tuple(int(d) for d in _user_input_shape(ep))
+    if shape[:1] != (batch_size,):
+        raise UnsupportedModelError(
+            f"model {model.name!r}: exported with batch {shape[0]}; pass --batch-size {shape[0]}"
+        )
+    if shape[1:] != tuple(model.input_shape):
+        raise UnsupportedModelError(
+            f"model {model.name!r}: exported for input {shape}, not {tuple(model.input_shape)}; "
+            f"pass --input-shape {' '.join(map(str, shape[1:]))} or none"
+        )
 
 
 def check_exported_inference(ep, name):
@@ -112,6 +150,21 @@ def check_logits(mod, name):
             f"model {name!r}: output is {ret}; qbench compares classification logits, one "
             "float32 tensor of shape (N, K)"
         )
+
+
+def num_classes(mod):
+    """K of the (N, K) logits of ``mod["main"]`` (see ``check_logits``)."""
+    return int(mod["main"].ret_ty.shape[1])
+
+
+def graph_digest(mod):
+    """A digest (hex) of what ``mod`` computes: TVM's structural hash of the whole module,
+    operators, shapes and constant (weight) values included. Stable across processes for one
+    TVM version; a change anywhere in ``forward`` changes it."""
+    import tvm
+    import tvm_ffi
+
+    return f"{tvm.__version__}:{tvm_ffi.structural_hash(mod):016x}"
 
 
 def _user_input_shape(ep):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import QBenchError
+from .errors import QBenchError, UnsupportedModelError
 
 CONV2D = "relax.nn.conv2d"
 MATMUL = "relax.matmul"
@@ -90,6 +90,7 @@ def find_layers(mod, names=None):
     for binding in main_block(mod).bindings:
         kind = quantizable_call(binding.value)
         if kind:
+            _check_float32(binding.value, len(found), kind)
             groups = int(binding.value.attrs.groups) if kind == "conv2d" else 1
             weight = binding.value.args[1].value.numpy().astype(np.float32)
             found.append((kind, weight, groups))
@@ -98,6 +99,20 @@ def find_layers(mod, names=None):
         Layer(i, names[i] if use_names else f"layer{i}", kind, w, g)
         for i, (kind, w, g) in enumerate(found)
     ]
+
+
+def _check_float32(call, index, kind):
+    """Refuse a layer that computes in another dtype than float32 (a cast inside forward).
+
+    Raises:
+        UnsupportedModelError: names the layer index, the op and the dtypes.
+    """
+    dtypes = {str(call.args[0].ty.dtype), str(call.args[1].ty.dtype), str(call.ty.dtype)}
+    if dtypes != {"float32"}:
+        raise UnsupportedModelError(
+            f"layer {index} ({kind}) computes in {', '.join(sorted(dtypes))}; only float32 "
+            "layers can be calibrated and quantized yet: remove dtype casts from forward()"
+        )
 
 
 def observer_module(mod):

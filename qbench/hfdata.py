@@ -15,7 +15,7 @@ def open_hf(text, seed, needed):
     Raises:
         UserError: the dataset cannot be opened or has no image column.
     """
-    from .data import ImageSet
+    from .data import ImageSet, to_rgb
 
     name, _, split_name = text[3:].partition(":")
     if not name:
@@ -26,9 +26,10 @@ def open_hf(text, seed, needed):
     examples = list(ds.shuffle(seed=seed, buffer_size=1000).take(needed or 64))
     if not examples:
         raise UserError(f"--data {text}: the split is empty")
-    loaders = [lambda im=ex[image_col]: im for ex in examples]
+    loaders = [lambda im=ex[image_col]: to_rgb(im) for ex in examples]
     labels = [int(ex[label_col]) for ex in examples] if label_col else None
-    return ImageSet(text, loaders, labels, [f"{seed}:{i}" for i in range(len(examples))])
+    keys = [f"{seed}:{i}" for i in range(len(examples))]
+    return ImageSet(text, loaders, labels, keys, label_source=f"the dataset's column {label_col}")
 
 
 def _open(name, split_name, text):

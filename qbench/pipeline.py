@@ -12,6 +12,7 @@ from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
 from .lowering import has_vnni
+from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
 from .quantize.rewrite import rewrite
@@ -65,12 +66,24 @@ def prepare(opts):
     build.set_threads(opts.threads)
     target = build.parse_target(opts.target, opts.threads)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100)
-    images = data.open_source(opts.data, opts.seed, needed)
-    split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)
-    model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
-    imported = frontend.import_model(model, opts.batch_size)
-    frontend.check_logits(imported.mod, model.name)
-    layers = graph.find_layers(imported.mod, imported.layer_names)
+    with stage("open data") as st:
+        images = data.open_source(opts.data, opts.seed, needed)
+        split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)
+        data.check_decodable(images, split.calib + split.eval)
+        st.note = f"{images.name}: {len(split.calib)} calibration, {len(split.eval)} evaluation"
+    with stage("load model") as st:
+        model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
+        st.note = f"weights: {model.weights}"
+    if model.random_weights:
+        say(random_weights_warning(model.name))
+    with stage("import to Relax") as st:
+        imported = frontend.import_model(model, opts.batch_size)
+        frontend.check_logits(imported.mod, model.name)
+        layers = graph.find_layers(imported.mod, imported.layer_names)
+        st.note = f"{len(layers)} conv2d/matmul layers"
+    data.check_labels(images, frontend.num_classes(imported.mod), model.name)
+    data.check_input_shape(images, split.calib[0], model.preprocess, model.input_shape)
+    log.info("layers: %s", ", ".join(f"{la.index} {la.name}" for la in layers))
     check_skip_layers(opts.quant.skip_layers, layers)
     ctx = {
         "opts": opts,
@@ -82,11 +95,18 @@ def prepare(opts):
         "layers": layers,
     }
     _find_databases(ctx)
-    ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
-    ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
-    ctx["int8_mod"] = rewrite(
-        imported.mod, ctx["plans"], simulate=opts.quant.simulate, vnni=has_vnni(target)
-    )
+    with stage("calibration") as st:
+        ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
+        cal = ctx["calibration"]
+        miss = f"cache miss: {cal['mode']} on {cal['images']} images"
+        st.note = "cache hit" if cal["cache_hit"] else miss
+    log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
+    with stage("INT8 rewrite") as st:
+        ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
+        ctx["int8_mod"] = rewrite(
+            imported.mod, ctx["plans"], simulate=opts.quant.simulate, vnni=has_vnni(target)
+        )
+        st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
     return ctx
 
 
@@ -106,16 +126,24 @@ def run(opts):
     started = time.time()
     ctx = prepare(opts)
     if opts.tune_trials:
-        tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
+        with stage("tuning"):
+            tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
     model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
     runners = [TorchRunner(model.module, opts.batch_size, shape)]
     ctx["tuning"]["kernels"] = {}
     for name, mod in graphs(ctx):
         counts = ctx["tuning"]["kernels"][name] = {}
-        vm = build.build(mod, target, ctx["databases"], counts)
+        with stage(f"build {name.upper().replace('_', ' ')}"):
+            vm = build.build(mod, target, ctx["databases"], counts)
+        log.info("%s kernels by schedule: %s", name, counts)
         runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
-    logits, labels = _evaluate(runners, ctx["images"], ctx["split"].eval, model, opts.batch_size)
-    latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
+    with stage("evaluation") as st:
+        indices = ctx["split"].eval
+        logits, labels = _evaluate(runners, ctx["images"], indices, model, opts.batch_size)
+        st.note = f"{len(indices)} images"
+    with stage("timing") as st:
+        latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
+        st.note = f"{opts.warmup} warm-up + {opts.repeat} timed runs per runner"
     results = _results(runners, logits, labels, latency)
     report = build_report(ctx, results, time.time() - started)
     quantized = sum(p.quantized for p in ctx["plans"])
@@ -171,6 +199,7 @@ def _calibrate(ctx):
     q = opts.quant
     key = cache_key(
         model=model.name,
+        graph=frontend.graph_digest(mod),
         weights=model.weights_digest,
         data=images.content_digest(split.calib),
         mode=q.calib_mode,

@@ -12,22 +12,24 @@ random inputs, and lists the workloads that disagree or are slower in
 ``qbench_rejected.json`` beside the database; builds skip them.
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from .atomic import write_json
+from .dbfiles import REJECTED, read_rejected
 
-REJECTED = "qbench_rejected.json"
 RTOL = 1e-3  # of the reference's largest magnitude; FP32 reassociation stays far below
 TIMING_NUMBER, TIMING_REPEATS = 10, 5  # calls per timing, timings (median taken)
 
 
 def rejected(folder):
-    """The structural-hash keys (strings) of the rejected workloads in ``folder``."""
-    path = Path(folder) / REJECTED
-    return set(json.loads(path.read_text())) if path.is_file() else set()
+    """The structural-hash keys (strings) of the rejected workloads in ``folder``.
+
+    Raises:
+        ValueError: the rejection list is damaged.
+    """
+    return read_rejected(folder)
 
 
 def check_records(tasks, target, folder):

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
+from .dbfiles import merged_database
 from .recordcheck import check_records
 
 MAX_TRIALS_PER_ITER = 64  # MetaSchedule's default measurement batch
@@ -116,7 +117,7 @@ def tune_tasks_of(
     database = ms.database.JSONDatabase(work_dir=str(folder))
     extracted = ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target))
     extracted = [t for t in extracted if not _scheduled(t) and _reduces(t)]
-    dbs = [database] + [ms.database.JSONDatabase(work_dir=str(f)) for f in known]
+    dbs = [database] + ([merged_database(known)] if known else [])
     pending = [t for t in extracted if not any(d.has_workload(t.dispatched[0]) for d in dbs)]
     budgets = trial_budgets([_flops(t) * t.weight for t in pending], trials_per_task)
     stopped, tuned = "", 0

@@ -15,13 +15,10 @@ On llvm qbench's hand-scheduled kernels (``qbench.kernels``) are not tuning task
 scheduled before MetaSchedule sees the module.
 """
 
-import functools
 import hashlib
 import json
 import os
 from pathlib import Path
-
-from .recordcheck import rejected
 
 RECORDS = "database_tuning_record.json"
 PRETUNED_ROOT = Path(__file__).parent / "pretuned"
@@ -84,9 +81,13 @@ def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
         label: progress bar title.
     Returns:
         the ``tuner.TuneSummary``.
+    Raises:
+        UserError: ``folder`` holds a damaged database (``dbfiles.check_undamaged``).
     """
+    from .dbfiles import check_undamaged
     from .tuner import tune_tasks_of
 
+    check_undamaged(folder)
     Path(folder).mkdir(parents=True, exist_ok=True)
     lowered = _pipeline(target, [], fallback=False)(mod)
     shipped = pretuned_dir(target)
@@ -124,31 +125,9 @@ def _pipeline(target, folders, fallback=True):
 
 def union_database(folders):
     """One MetaSchedule database over ``folders``: the records of all, merged in memory, so
-    the best record of each workload wins. (TVM 0.27's ``UnionDatabase`` cannot serve
-    ``MetaScheduleApplyDatabase``: it lacks ``size``.) Workloads a folder's
-    ``recordcheck`` rejected are left out. Cached while the record counts hold."""
-    from tvm.s_tir import meta_schedule as ms
+    the best record of each workload wins, without the workloads ``recordcheck`` rejected and
+    without damaged lines (``dbfiles``). (TVM 0.27's ``UnionDatabase`` cannot serve
+    ``MetaScheduleApplyDatabase``: it lacks ``size``.)"""
+    from .dbfiles import merged_database
 
-    if len(folders) == 1 and not rejected(folders[0]):
-        return ms.database.JSONDatabase(work_dir=str(folders[0]))
-    counts = tuple((record_count(f), len(rejected(f))) for f in folders)
-    return _merged(tuple(str(f) for f in folders), counts)
-
-
-@functools.lru_cache(maxsize=4)
-def _merged(folders, _counts):
-    from tvm.s_tir import meta_schedule as ms
-
-    merged = ms.database.MemoryDatabase()
-    for folder in folders:
-        skip = rejected(folder)
-        for rec in ms.database.JSONDatabase(work_dir=str(folder)).get_all_tuning_records():
-            if rec.workload.as_json()[0] in skip:
-                continue
-            workload = merged.commit_workload(rec.workload.mod)
-            merged.commit_tuning_record(
-                ms.database.TuningRecord(
-                    rec.trace, workload, rec.run_secs, rec.target, rec.args_info
-                )
-            )
-    return merged
+    return merged_database(folders)

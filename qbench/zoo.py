@@ -15,12 +15,15 @@ import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from .errors import UserError
 
 log = logging.getLogger(__name__)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+LUMA = (0.299, 0.587, 0.114)  # Pillow's RGB -> L weights (ITU-R 601-2)
 LITE0 = "efficientnet_lite0"
 
 
@@ -30,15 +33,17 @@ class Preprocess:
 
     Attributes:
         resize: short side after resizing, pixels.
-        crop: side of the square centre crop, pixels (the model's H and W).
+        crop: the centre crop, pixels: one side (square) or (H, W), the model's H and W.
         mean: per-channel mean subtracted after scaling to [0, 1].
         std: per-channel standard deviation divided by.
+        channels: 3 (RGB) or 1 (greyscale: Pillow's luminance of the RGB picture).
     """
 
     resize: int = 256
     crop: int = 224
     mean: tuple = IMAGENET_MEAN
     std: tuple = IMAGENET_STD
+    channels: int = 3
 
 
 @dataclass
@@ -119,6 +124,37 @@ def _torchvision_spec(name):
     return ModelSpec(name, "torchvision", (3, crop, crop), pre)
 
 
+def fit_preprocess(pre, shape):
+    """``pre`` with its crop set to the (C, H, W) ``shape``: a square crop of side H when
+    H == W, else an (H, W) crop; the short side is resized to the longer crop side / 0.875
+    (the torchvision evaluation ratio), so the crop never leaves the image."""
+    h, w = int(shape[-2]), int(shape[-1])
+    return replace(pre, crop=h if h == w else (h, w), resize=round(max(h, w) / 0.875))
+
+
+def _fit_channels(pre, channels):
+    """``pre`` for a model of ``channels`` input channels. A greyscale model (1) is fed
+    Pillow's luminance (ITU-R 601-2: L = 0.299 R + 0.587 G + 0.114 B); an RGB mean and std
+    are combined with the same weights, so that ImageNet's become 0.4598 and 0.2259.
+
+    Raises:
+        UserError: the mean or std has neither 1 nor ``channels`` values.
+    """
+    if channels == 3 and len(pre.mean) == len(pre.std) == 3:
+        return pre
+    if channels == 3 or {len(pre.mean), len(pre.std)} - {1, 3}:
+        raise UserError(
+            f"--mean {list(pre.mean)} --std {list(pre.std)}: give {channels} value(s) each, "
+            f"one per input channel of the model"
+        )
+    luma = np.array(LUMA)
+
+    def grey(values):
+        return (float(luma @ np.asarray(values)),) if len(values) == 3 else tuple(values)
+
+    return replace(pre, channels=1, mean=grey(pre.mean), std=grey(pre.std))
+
+
 def state_digest(module):
     """sha256 (hex) over a module's state dict, names and bytes, in key order."""
     h = hashlib.sha256()
@@ -135,7 +171,8 @@ def load_model(spec_text, weights_path=None, input_shape=None, mean=None, std=No
         spec_text: a registry name, ``FILE.py:FUNCTION`` or ``FILE.pt2``.
         weights_path: optional state dict file (``torch.save``); overrides other weights.
         input_shape: optional (C, H, W) override, required where it cannot be inferred.
-        mean, std: optional per-channel normalisation overrides (3 floats each).
+        mean, std: optional per-channel normalisation overrides (3 floats each, or 1 for a
+            greyscale model).
 
     Raises:
         UserError: unknown model, unreadable file, or a missing input shape.
@@ -157,16 +194,18 @@ def _override(model, input_shape, mean, std):
         pre = replace(pre, mean=tuple(mean or pre.mean), std=tuple(std or pre.std))
     if input_shape:
         input_shape = tuple(input_shape)
-        pre = replace(pre, crop=input_shape[-1], resize=round(input_shape[-1] / 0.875))
+        pre = fit_preprocess(pre, input_shape)
     model.preprocess = pre
     model.input_shape = input_shape or model.input_shape
     if model.input_shape is None:
         raise UserError(f"model {model.name!r}: input shape unknown; pass --input-shape C H W")
-    if model.input_shape[0] != 3:
+    channels = model.input_shape[0]
+    if channels not in (1, 3):
         raise UserError(
-            f"model {model.name!r}: takes {model.input_shape[0]} input channels; "
-            "qbench feeds RGB images, so C must be 3"
+            f"model {model.name!r}: takes {channels} input channels; qbench feeds images, so "
+            "C must be 1 (greyscale) or 3 (RGB)"
         )
+    model.preprocess = _fit_channels(model.preprocess, channels)
     return model
 
 
@@ -175,8 +214,6 @@ def _load_registry(spec):
         module, weights = _lite0()
     else:
         module, weights = _torchvision(spec.name)
-    if weights == "random":
-        log.warning("model %s: no pretrained weights available; using RANDOM weights", spec.name)
     return LoadedModel(
         spec.name, module, spec.input_shape, spec.preprocess, weights, state_digest(module)
     )
@@ -252,7 +289,7 @@ def _load_python(spec_text):
     except (TypeError, ValueError) as e:
         raise UserError(f"--model {spec_text}: bad input_shape/mean/std {extra}: {e}") from e
     if shape:
-        pre = replace(pre, crop=shape[-1], resize=round(shape[-1] / 0.875))
+        pre = fit_preprocess(pre, shape)
     return LoadedModel(spec_text, module, shape, pre, "user-module", state_digest(module))
 
 
@@ -304,6 +341,6 @@ def _load_exported(path):
         if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs
     ]
     shape = tuple(shapes[0][1:]) if len(shapes) == 1 and len(shapes[0]) == 4 else None
-    pre = Preprocess(crop=shape[-1], resize=round(shape[-1] / 0.875)) if shape else Preprocess()
+    pre = fit_preprocess(Preprocess(), shape) if shape else Preprocess()
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     return LoadedModel(path, module, shape, pre, "exported-program", digest, exported=ep)

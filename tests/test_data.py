@@ -108,3 +108,10 @@ def test_content_digest_follows_the_pixels(tmp_path):
     assert before == images.content_digest([0, 1]) != images.content_digest([1, 0])
     Image.new("RGB", (40, 48), "white").save(tmp_path / names[1])
     assert images.content_digest([0, 1]) != before
+
+
+def test_unreadable_labels_csv_is_a_user_error_naming_it(tmp_path):
+    _write_images(tmp_path, 1)
+    (tmp_path / "labels.csv").write_bytes(b"file,label\n\xff\xfe\x00img0.png,1\n")
+    with pytest.raises(UserError, match="labels.csv: cannot read"):
+        data.open_source(str(tmp_path))

@@ -1,8 +1,9 @@
 """Run calibration batches through the observer graph and cache the ranges.
 
 The cache lives in ``<cache_dir>/<key>.json``; the key is a sha256 over everything the
-ranges depend on: model, weights digest, data digest and calibration indices, mode and
-its parameters, batch size and the cache format version.
+ranges depend on: what the graph computes (``frontend.graph_digest``: operators, shapes,
+weights, TVM version), model name and weights digest, the decoded calibration pixels in
+order, preprocessing, mode and its parameters, batch size and the cache format version.
 """
 
 import hashlib
@@ -17,7 +18,7 @@ from ..atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def cache_key(**parts):
@@ -37,7 +38,7 @@ def load_cached(cache_dir, key):
         if not all(math.isfinite(v) for r in ranges.values() for v in (r.lo, r.hi)):
             raise ValueError("non-finite range")
         return ranges
-    except (ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:
         log.warning("calibration cache %s unreadable (%s); recalibrating", path, e)
         return None
 

@@ -9,6 +9,10 @@ intrinsic under the same name with byte-vector operands when, and only when, the
 still passes 32-bit operands to an LLVM of version 22 or later.
 """
 
+import importlib.util
+import sys
+from pathlib import Path
+
 from tvm.s_tir import TensorIntrin
 from tvm.script import tirx as T
 
@@ -58,10 +62,36 @@ def _passes_word_operands(impl):
     return 'T.reinterpret("int32x16"' in impl.script()
 
 
+def register_x86_intrinsics():
+    """Register TVM's own x86 tensor intrinsics, and only those (idempotent).
+
+    ``import tvm.s_tir.tensor_intrin`` registers every target's, CUDA's among them: about 500
+    TVMScript functions, each of which walks ``inspect.stack()``. That took 52 s in a fresh
+    process and 74 s after ``import torch`` (AMD EPYC Zen 3, TVM 0.27), once per process, and
+    it was most of a small model's ``qbench run``. The x86 module alone takes 0.2 s; it is
+    loaded under its own name, so a later import of the package reuses it.
+    """
+    name = "tvm.s_tir.tensor_intrin.x86"
+    if name in sys.modules:
+        return
+    import tvm.s_tir
+
+    path = Path(tvm.s_tir.__file__).parent / "tensor_intrin" / "x86.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
 def needs_fix():
     """Whether the registered ``dot_16x4_vnni`` is the one LLVM >= 22 rejects."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (registers TVM's own intrinsics)
     from tvm.target import codegen
+
+    register_x86_intrinsics()
 
     if codegen.llvm_version_major() < LLVM_BYTE_OPERANDS_SINCE:
         return False

@@ -15,7 +15,6 @@ for example by a MetaSchedule database):
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule
-from tvm.s_tir.dlight.base.common_schedules import try_inline
 
 from .conv2d import OP_NAME as CONV_OP
 from .conv2d import schedule_conv2d_vnni
@@ -74,9 +73,41 @@ class CpuFallback(ScheduleRule):
         infos = normalize_prim_func(sch)
         if infos is None:
             return None
-        for info in try_inline(sch, infos):
+        for info in _inline(sch, infos):
             _parallelize(sch, info)
         return sch
+
+
+def _inline(sch, infos):
+    """Inline every block that can be, as dlight's ``try_inline`` does, and return the rest;
+    but never reverse-inline a consumer into a reduction block. TVM 0.27 allows that when the
+    reduction has length one (a Linear(1, N), a 1x1 conv of one input channel) and then
+    reads the consumer's buffer as the accumulator: a float ``T.Add`` of an int32 value,
+    which fails to build (case C21)."""
+    remaining = list(infos)
+    while True:
+        for i, info in enumerate(remaining):
+            if _try(sch.compute_inline, info.block_rv) or (
+                not _feeds_on_reduction(sch, info.block_rv)
+                and _try(sch.reverse_compute_inline, info.block_rv)
+            ):
+                remaining.pop(i)
+                break
+        else:
+            return remaining
+
+
+def _try(primitive, block):
+    try:
+        primitive(block)
+    except s_tir.ScheduleError:
+        return False
+    return True
+
+
+def _feeds_on_reduction(sch, block):
+    """True when a producer of ``block`` is a reduction block (one with an init)."""
+    return any(sch.get(p).init is not None for p in sch.get_producers(block))
 
 
 def _parallelize(sch, info):

@@ -1,8 +1,15 @@
 """Per-layer decisions: which layers become INT8, with which parameters, and why not."""
 
+import logging
+
+import numpy as np
+
 from ..errors import UserError
-from .params import activation_params, quantize_weight
+from .params import UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
+
+log = logging.getLogger(__name__)
+INT32_MAX = 2**31 - 1
 
 
 def check_skip_layers(skip, layers):
@@ -28,19 +35,67 @@ def make_plans(layers, ranges, config):
         ranges: calibrated ``Range`` of each layer's input, by layer name.
         config: the ``QuantConfig``.
     """
-    check_skip_layers(config.skip_layers, layers)
-    first_conv = next((la.index for la in layers if la.op == "conv2d"), None)
     plans = []
-    for layer in layers:
-        reason = _skip_reason(layer, config, first_conv)
+    for layer, reason in zip(layers, fp32_reasons(layers, config), strict=True):
         if reason:
             plans.append(LayerPlan(reason=reason))
             continue
         r = ranges[layer.name]
-        act = activation_params(r.lo, r.hi)
         weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel)
-        plans.append(LayerPlan(act, weight))
+        plans.append(LayerPlan(activation_params(r.lo, r.hi), weight))
     return plans
+
+
+def fp32_reasons(layers, config):
+    """Per layer, why it stays FP32 ("" when it runs in INT8): ``--skip-layers``,
+    ``--keep-first-fp32``, or an int32 accumulator that could overflow (``overflow_reason``,
+    logged as a warning). Needs no calibration.
+
+    Raises:
+        UserError: a ``--skip-layers`` entry matches no layer.
+    """
+    check_skip_layers(config.skip_layers, layers)
+    first_conv = next((la.index for la in layers if la.op == "conv2d"), None)
+    reasons = []
+    for layer in layers:
+        reason = _skip_reason(layer, config, first_conv)
+        if not reason:
+            weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel)
+            reason = overflow_reason(weight.q, layer.channel_axis)
+            if reason:
+                log.warning("layer %d %s: kept in FP32: %s", layer.index, layer.name, reason)
+        reasons.append(reason)
+    return reasons
+
+
+def accumulator_bound(q, channel_axis):
+    """The largest |int32 accumulator| any uint8 input can produce with int8 weights ``q``.
+
+    Each output channel sums products (x_q - z_x) * w_q with |x_q - z_x| <= 255, so its
+    accumulator stays within 255 * sum|w_q| over that channel's weights, before and after
+    the zero-point correction; the bound is reached by an input at 0 or 255 everywhere.
+
+    Args:
+        q: int8 weights, conv2d (O, I, kH, kW) or matmul (K, M).
+        channel_axis: axis of output channels (0 for conv2d, -1 for matmul).
+
+    Returns:
+        int: the bound over all output channels.
+    """
+    moved = np.moveaxis(np.asarray(q, np.int64), channel_axis, 0)
+    return int(UINT8_MAX * np.abs(moved.reshape(moved.shape[0], -1)).sum(axis=1).max())
+
+
+def overflow_reason(q, channel_axis):
+    """Why an int32 accumulator could wrap for weights ``q`` (see ``accumulator_bound``), or
+    "" when it cannot."""
+    bound = accumulator_bound(q, channel_axis)
+    if bound <= INT32_MAX:
+        return ""
+    return (
+        f"int32 accumulator could overflow (255 x sum|w_q| = {bound:.3g} > 2^31 - 1 "
+        "for some output channel)"
+    )
 
 
 def _skip_reason(layer, config, first_conv):
