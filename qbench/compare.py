@@ -3,6 +3,7 @@
 import numpy as np
 
 NOISY_STD_FRACTION = 0.25
+TOP5 = 5
 
 
 def latency_stats(samples_ms):
@@ -38,7 +39,7 @@ def top1_agreement(ref, out):
 
 def top5_agreement(ref, out):
     """Mean overlap in [0, 1] of the top-5 class sets of ``out`` and ``ref`` (|A & B| / 5)."""
-    k = min(5, ref.shape[1])
+    k = min(TOP5, ref.shape[1])
     a, b = topk(ref, k), topk(out, k)
     return float(np.mean([len(set(r) & set(o)) / k for r, o in zip(a, b, strict=True)]))
 
@@ -65,12 +66,14 @@ def compare_logits(ref, out, labels=None):
     """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K).
 
     When ``out`` holds NaN or infinity, only ``nonfinite_logits`` (the count) is meaningful
-    and both agreements are reported as 0.
+    and both agreements are reported as 0. Every fraction comes with its counts (see
+    ``with_counts``).
     """
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
     nonfinite = int((~np.isfinite(out)).sum())
     if nonfinite:  # NaN rows would agree with argmax 0 and fake a cosine: report only the count
-        return {"nonfinite_logits": nonfinite, "top1_agreement": 0.0, "top5_agreement": 0.0}
+        zero = {"nonfinite_logits": nonfinite, "top1_agreement": 0.0, "top5_agreement": 0.0}
+        return with_counts(zero, ref.shape)
     m = {
         "nonfinite_logits": 0,
         "top1_agreement": top1_agreement(ref, out),
@@ -81,12 +84,39 @@ def compare_logits(ref, out, labels=None):
     }
     if labels is not None:
         m.update(accuracy_metrics(out, labels))
-    return m
+    return with_counts(m, ref.shape)
 
 
 def accuracy_metrics(logits, labels):
-    """``top1_accuracy`` and ``top5_accuracy`` in [0, 1]."""
-    return {
+    """``top1_accuracy`` and ``top5_accuracy`` in [0, 1], with their counts."""
+    m = {
         "top1_accuracy": accuracy(logits, labels, 1),
-        "top5_accuracy": accuracy(logits, labels, 5),
+        "top5_accuracy": accuracy(logits, labels, TOP5),
     }
+    return with_counts(m, np.shape(logits))
+
+
+def with_counts(metrics, logits_shape):
+    """Add ``<key>_count`` and ``<key>_total`` beside each fraction ``<key>`` in ``metrics``.
+
+    Totals are images for top-1 agreement and accuracies, and class slots (k = min(5, K)
+    per image) for top-5 agreement; a count is fraction x total, rounded.
+
+    Args:
+        metrics: dict of metrics; the keys it lacks are skipped.
+        logits_shape: (N, K) of the compared logits.
+    Returns:
+        the same dict, updated.
+    """
+    images, classes = logits_shape
+    totals = {
+        "top1_agreement": images,
+        "top5_agreement": min(TOP5, classes) * images,
+        "top1_accuracy": images,
+        "top5_accuracy": images,
+    }
+    for key, total in totals.items():
+        if key in metrics:
+            metrics[f"{key}_count"] = round(metrics[key] * total)
+            metrics[f"{key}_total"] = total
+    return metrics

@@ -5,6 +5,7 @@ Both files are written atomically under ``reports/<timestamp>-<model>-<target>/`
 """
 
 import datetime as dt
+import json
 import math
 import platform
 import re
@@ -38,6 +39,17 @@ def environment(target, threads):
         "threads": threads,
         "target": target,
     }
+
+
+def environment_line(env):
+    """The environment in words: CPU, threads, versions and the target (JSON)."""
+    target = env["target"]
+    mcpu = f", LLVM mcpu {target['mcpu']}" if target.get("mcpu") else ""
+    return (
+        f"Environment: CPU {env['cpu']} ({env['machine']}{mcpu}), {env['threads']} threads; "
+        f"qbench {env['qbench']}, TVM {env['tvm']}, PyTorch {env['torch']}, Python "
+        f"{env['python']}; target `{json.dumps(target, sort_keys=True)}`"
+    )
 
 
 def _cpu_name():
@@ -133,51 +145,70 @@ def _graph(fp32_mod, int8_mod):
 
 
 def latency_table(report, fmt):
+    """Latency per runner, ms, and how many times slower or faster than TVM FP32 it is."""
     res = report["results"]
     fp32 = res["tvm_fp32"]["latency"]["median_ms"]
     rows = []
     for name, entry in res.items():
         lat = entry["latency"]
-        ratio = lat["median_ms"] / fp32
-        mark = " SLOWER than TVM FP32" if name == "tvm_int8" and ratio > 1 else ""
         rows.append(
             [
                 RUNNER_TITLES[name],
                 f"{lat['median_ms']:.2f}",
                 f"{lat['p90_ms']:.2f}",
                 f"{lat['std_ms']:.2f}",
-                f"{ratio:.2f}{mark}",
+                _versus(lat["median_ms"] / fp32, name),
             ]
         )
-    heads = ["runner", "median ms", "p90 ms", "std ms", "ratio to TVM FP32"]
+    heads = ["runner", "median (ms)", "p90 (ms)", "std (ms)", "median vs TVM FP32"]
     return tabulate(rows, heads, tablefmt=fmt)
+
+
+def _versus(ratio, name):
+    """A latency ratio to TVM FP32 in words: ``3.00x slower``, ``1.80x faster``."""
+    if name == "tvm_fp32":
+        return "1.00x (reference)"
+    if ratio == 1:
+        return "1.00x (same)"
+    if ratio < 1:
+        return f"{1 / ratio:.2f}x faster"
+    return f"{ratio:.2f}x slower" + (": INT8 does not pay off" if name == "tvm_int8" else "")
+
+
+ACCURACY_COLUMNS = [
+    ("top1_agreement", "top-1 agreement"),
+    ("top5_agreement", "top-5 agreement"),
+    ("top1_accuracy", "top-1 accuracy"),
+    ("top5_accuracy", "top-5 accuracy"),
+]
+ACCURACY_NOTE = (
+    "Agreement: % of images whose top-1 class is PyTorch FP32's (top-5: % of PyTorch's 5 top "
+    "classes found in the runner's 5); accuracy: % of images whose label is in the top 1 / 5; "
+    "counts in brackets. max abs diff in logit units; cosine 1 = same direction."
+)
 
 
 def accuracy_table(report, fmt):
-    heads = [
-        "runner",
-        "top-1 agr",
-        "top-5 agr",
-        "top-1 acc",
-        "top-5 acc",
-        "max |diff|",
-        "cosine",
-        "SQNR dB",
-    ]
-    keys = [
-        "top1_agreement",
-        "top5_agreement",
-        "top1_accuracy",
-        "top5_accuracy",
-        "max_abs_diff",
-        "cosine",
-        "sqnr_db",
-    ]
+    """Agreement with PyTorch FP32 and accuracy, as ``87.6 % (629/718)``, and logit error,
+    followed by a note on how to read them."""
+    heads = ["runner"] + [title for _, title in ACCURACY_COLUMNS]
+    heads += ["max abs diff (logits)", "cosine", "SQNR (dB)"]
     rows = []
     for name, entry in report["results"].items():
         m = entry["metrics"]
-        rows.append([RUNNER_TITLES[name]] + [_fmt(m.get(k)) for k in keys])
-    return tabulate(rows, heads, tablefmt=fmt)
+        rows.append(
+            [RUNNER_TITLES[name]]
+            + [percent_with_counts(m, key) for key, _ in ACCURACY_COLUMNS]
+            + [_fmt(m.get(k)) for k in ("max_abs_diff", "cosine", "sqnr_db")]
+        )
+    return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True) + "\n\n" + ACCURACY_NOTE
+
+
+def percent_with_counts(metrics, key):
+    """``87.6 % (629/718)`` for the fraction ``metrics[key]`` and its counts; ``-`` if absent."""
+    if metrics.get(key) is None:
+        return "-"
+    return f"{100 * metrics[key]:.1f} % ({metrics[f'{key}_count']}/{metrics[f'{key}_total']})"
 
 
 def layer_table(report, fmt):
@@ -185,13 +216,13 @@ def layer_table(report, fmt):
         "#",
         "layer",
         "op",
-        "ch in->out",
+        "channels in->out",
         "groups",
         "built dtype",
-        "act scale",
-        "zp",
-        "w SQNR min dB",
-        "collapsed ch",
+        "act scale (real units per step)",
+        "act zero point",
+        "weight SQNR min (dB)",
+        "collapsed channels",
         "note",
     ]
     rows = []
@@ -244,7 +275,7 @@ def summary_lines(report):
         f"   evaluation: {d['eval_size']} images",
         f"precision: {report['precision']['integer_ops']}; between layers "
         f"{report['precision']['between_layers']}",
-        f"INT8 graph added ops: {report['graph']['int8_added_ops']}",
+        added_ops_words(report["graph"]["int8_added_ops"]),
     ]
     t = report["tuning"]
     used = sum(c.get("tuned", 0) for c in t.get("kernels", {}).values())
@@ -279,12 +310,97 @@ def summary_lines(report):
     return lines
 
 
+OP_WORDS = {  # Relax op: (one, several)
+    "relax.astype": ("dtype cast", "dtype casts"),
+    "relax.quantize": ("quantize", "quantizes"),
+    "relax.dequantize": ("dequantize", "dequantizes"),
+    "relax.nn.pad": ("pad", "pads"),
+    "relax.multiply": ("multiply", "multiplies"),
+    "relax.subtract": ("subtraction", "subtractions"),
+    "relax.add": ("addition", "additions"),
+    "relax.call_tir": ("kernel call", "kernel calls"),
+}
+
+
+def added_ops_words(added):
+    """The ops the INT8 rewrite added, in words, e.g. ``INT8 graph adds 12 quantizes, 12 dtype
+    casts, 1 pad``, most frequent first (ops without words keep their Relax name).
+
+    Args:
+        added: {Relax op name: count added} (``report["graph"]["int8_added_ops"]``).
+    """
+    if not added:
+        return "INT8 graph adds no ops to the FP32 graph"
+    ordered = sorted(added.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = []
+    for op, n in ordered:
+        short = op.removeprefix("relax.")
+        words.append(f"{n} {OP_WORDS.get(op, (short, short))[n != 1]}")
+    return (
+        "INT8 graph adds "
+        + ", ".join(words)
+        + " (ops the FP32 graph lacks; conv2d/matmul themselves are replaced, not added)"
+    )
+
+
+def check_value_and_limit(check):
+    """A sign-off check's value and limit as text, in the unit of the limit.
+
+    Fractions are shown as %, accuracy drops in percentage points, with as many decimals
+    (1 to 4) as it takes to tell a failing value from its limit.
+
+    Args:
+        check: one entry of ``signoff(...)["checks"]``.
+    Returns:
+        (value text, limit text), e.g. ``("96.43 %", ">= 97.00 %")``.
+    """
+    unit, value, limit, op = check.get("unit"), check["value"], check["limit"], check["op"]
+    if unit == "flag":
+        shown = "yes" if value else "no"
+        detail = check.get("detail")
+        return (f"{shown}: {detail}" if detail else shown), "yes"
+    if unit not in ("fraction", "points"):
+        return _fmt(int(value) if float(value).is_integer() else value), f"{op} {limit}"
+    scale, suffix = (100, " %") if unit == "fraction" else (1, " points")
+    for decimals in range(1, 5):
+        v, lim = f"{scale * value:.{decimals}f}", f"{scale * limit:.{decimals}f}"
+        if v != lim or value == limit:
+            break
+    return v + suffix, f"{op} {lim}{suffix}"
+
+
 def signoff_table(report, fmt):
+    """One row per sign-off check: value and limit in the same unit, ok or FAIL."""
+    rows = []
+    for c in report["signoff"]["checks"]:
+        value, limit = check_value_and_limit(c)
+        rows.append([c["name"], value, limit, "ok" if c["passed"] else "FAIL"])
+    heads = ["sign-off check", "value", "limit", "result"]
+    return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
+
+
+def layers_preview_table(layers, reasons, fmt):
+    """The quantizable layers of an imported model, for ``qbench layers``.
+
+    Args:
+        layers: ``graph.Layer`` list.
+        reasons: per layer, why it stays FP32, or "" when it would run in INT8.
+        fmt: tabulate format, e.g. ``"simple"``.
+    """
     rows = [
-        [c["name"], _fmt(c["value"]), f"{c['op']} {c['limit']}", "ok" if c["passed"] else "FAIL"]
-        for c in report["signoff"]["checks"]
+        [
+            la.index,
+            la.name,
+            la.op,
+            " x ".join(str(d) for d in la.weight.shape),
+            f"{la.in_channels}->{la.out_channels}",
+            la.groups,
+            f"FP32: {reason}" if reason else "INT8",
+        ]
+        for la, reason in zip(layers, reasons, strict=True)
     ]
-    return tabulate(rows, ["sign-off check", "value", "limit", "result"], tablefmt=fmt)
+    heads = ["#", "layer", "op", "weight shape", "channels in->out", "groups", "would run in"]
+    return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
 
 
 def render_console(report):
@@ -310,7 +426,7 @@ def render_markdown(report):
         signoff_table(report, "github"),
         "## Layers",
         layer_table(report, "github"),
-        f"Environment: {report['environment']}",
+        environment_line(report["environment"]),
         f"Wall time: {report['wall_time_s']} s",
     ]
     return "\n\n".join(parts) + "\n"

@@ -20,27 +20,37 @@ def signoff(
         quantized_layers: number of layers built in INT8.
 
     Returns:
-        dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, op, limit, passed).
+        dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, op, limit, passed,
+        unit). ``unit`` says how to read value and limit: ``"fraction"`` (in [0, 1], shown
+        as %), ``"points"`` (percentage points), ``"count"``, or ``"flag"`` (1 yes, 0 no;
+        ``detail`` says why).
     """
     checks = []
     for name in ("tvm_fp32", "tvm_int8"):
         m, label = results[name]["metrics"], name.removeprefix("tvm_").upper()
-        checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0))
+        checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0, "count"))
         checks.append(
-            _check(f"{label} top-1 agreement", m["top1_agreement"], ">=", min_top1_agreement)
+            _check(
+                f"{label} top-1 agreement",
+                m["top1_agreement"],
+                ">=",
+                min_top1_agreement,
+                "fraction",
+            )
         )
     int8, ref = results["tvm_int8"]["metrics"], results["pytorch_fp32"]["metrics"]
     if "top1_accuracy" in int8:
         drop = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
-        checks.append(_check("INT8 top-1 accuracy drop (points)", drop, "<=", max_accuracy_drop))
-    checks.append(_check("layers built in INT8", quantized_layers, ">=", 1))
+        checks.append(_check("INT8 top-1 accuracy drop", drop, "<=", max_accuracy_drop, "points"))
+    checks.append(_check("layers built in INT8", quantized_layers, ">=", 1, "count"))
     if random_weights:
-        checks.append(_check("random weights (1 = yes)", 1, "<=", 0))
+        trained = _check("trained weights", 0, ">=", 1, "flag")
+        checks.append({**trained, "detail": "random initialisation"})
     verdict = "PASS" if all(c["passed"] for c in checks) else "FAIL"
     return {"verdict": verdict, "checks": checks}
 
 
-def _check(name, value, op, limit):
+def _check(name, value, op, limit, unit):
     passed = value >= limit if op == ">=" else value <= limit
     return {
         "name": name,
@@ -48,4 +58,5 @@ def _check(name, value, op, limit):
         "op": op,
         "limit": limit,
         "passed": bool(passed),
+        "unit": unit,
     }

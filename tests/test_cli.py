@@ -1,6 +1,9 @@
 """The command line: exit codes, error messages, reports, user models."""
 
+import argparse
 import json
+import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -9,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from qbench.cli import main
+from qbench import zoo
+from qbench.cli import _HelpFormatter, _parser, main
 
 C06_MODEL = textwrap.dedent("""
     import torch
@@ -39,8 +43,8 @@ C06_MODEL = textwrap.dedent("""
     def feature_map():
         return nn.Conv2d(3, 4, 3).eval(), (1, 3, 8, 8)
 
-    def gray():
-        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten()).eval(), (1, 1, 8, 8)
+    def four_channels():
+        return nn.Sequential(nn.Conv2d(4, 4, 3), nn.Flatten()).eval(), (1, 4, 8, 8)
 
     def raises():
         raise RuntimeError("weights server down")
@@ -117,7 +121,7 @@ def test_bad_option_values_exit_2_before_any_work(tmp_path, capsys, args, text):
     [
         ("returns_int", "returned int, not a torch.nn.Module"),
         ("feature_map", "compares classification logits"),
-        ("gray", "C must be 3"),
+        ("four_channels", "C must be 1 (greyscale) or 3 (RGB)"),
         ("raises", "RuntimeError: weights server down"),
     ],
 )
@@ -174,8 +178,10 @@ def test_c03_unsupported_op_exits_2_in_one_line(tmp_path, capsys, model_file):
     import tvm
 
     assert _run(tmp_path, "--model", f"{model_file}:unsupported", "--data", "synthetic") == 2
-    err = capsys.readouterr().err.strip()
-    assert "lgamma" in err and tvm.__version__ in err and len(err.splitlines()) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in lines if not line.startswith("[qbench] ")]  # not stage lines
+    assert len(errors) == 1 and "lgamma" in errors[0] and tvm.__version__ in errors[0]
+    assert lines[-1] == errors[0]  # the stages that passed came first
 
 
 def test_c01_training_mode_exits_2(tmp_path, capsys, model_file):
@@ -252,3 +258,170 @@ def test_entry_point_exit_code():
         text=True,
     )
     assert done.returncode == 2 and "qbench: error: model 'nope'" in done.stderr
+
+
+def _commands():
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def test_help_lists_every_command_and_the_exit_codes(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "``" not in out  # plain text, no RST markup
+    assert set(_commands()) == {"run", "tune", "layers", "models"}
+    for name in _commands():
+        assert re.search(rf"^ +{name} +\w", out, re.M), name  # listed with a one-line help
+    for code, word in [(0, "PASS"), (1, "FAIL"), (2, "usage"), (3, "internal"), (130, "interr")]:
+        assert re.search(rf"^ +{code} +.*{word}", out, re.M), code
+
+
+def test_every_option_has_a_help_text_and_shows_its_default(capsys):
+    for name, parser in _commands().items():
+        formatter = _HelpFormatter(f"qbench {name}")
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            text = formatter._get_help_string(action)
+            assert action.help and re.search(r"default|\(required\)", text), (name, action.dest)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "{global_scale,kl_divergence,percentile,max}" in out  # the choices
+    assert "(default: kl_divergence)" in out and "(default: 8)" in out
+    assert "(default: off)" in out and "(required)" in out
+
+
+TINY = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    def build():
+        torch.manual_seed(1)
+        model = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+        return model.eval(), (3, 12, 12)
+""")
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text(TINY)
+    return path
+
+
+def _cells(out, index):
+    """The cells of the layer table's row ``index`` (columns split on 2+ spaces)."""
+    (line,) = [line for line in out.splitlines() if re.match(rf"{index} {{2,}}", line)]
+    return re.split(r" {2,}", line.strip())
+
+
+def test_layers_lists_quantizable_layers_without_calibration_or_build(
+    tmp_path, capsys, tiny_file, monkeypatch
+):
+    from qbench import build
+    from qbench.calibration import calibrate
+
+    monkeypatch.setattr(build, "compile", lambda *a, **k: pytest.fail("layers built"))
+    monkeypatch.setattr(calibrate, "calibrate_module", lambda *a, **k: pytest.fail("calibrated"))
+    args = ["layers", "--model", f"{tiny_file}:build", "--keep-first-fp32", "--skip-layers", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    first, depthwise, linear = _cells(out, 0), _cells(out, 1), _cells(out, 2)
+    assert first[:6] == ["0", "0", "conv2d", "8 x 3 x 3 x 3", "3->8", "1"]
+    assert first[6].startswith("FP32: first conv kept")
+    assert depthwise == ["1", "2", "conv2d", "8 x 1 x 3 x 3", "8->8", "8", "INT8"]
+    assert linear == ["2", "5", "matmul", "8 x 10", "8->10", "1", "FP32: skipped by --skip-layers"]
+    assert "1 of 3 layers would run in INT8" in out
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--skip-layers", "7"], "--skip-layers [7]: no such layer"),
+        (["--batch-size", "0"], "--batch-size 0"),
+        (["--input-shape", "3", "0", "12"], "--input-shape"),
+    ],
+)
+def test_layers_bad_input_exits_2(capsys, tiny_file, args, text):
+    assert main(["layers", "--model", f"{tiny_file}:build", *args]) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+
+
+def test_verbose_adds_details(capsys, caplog, tiny_file):
+    caplog.set_level(logging.DEBUG, logger="qbench")
+    assert main(["layers", "--model", f"{tiny_file}:build"]) == 0
+    assert not [r for r in caplog.records if r.levelno == logging.INFO]
+    assert main(["layers", "--model", f"{tiny_file}:build", "-v"]) == 0
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert "load model ..." in info and "import to Relax ..." in info
+
+
+def test_models_marks_where_weights_come_from_and_the_last_report(tmp_path, capsys, monkeypatch):
+    import torchvision
+
+    hub = tmp_path / "hub"
+    url = torchvision.models.get_model_weights("resnet18").DEFAULT.url
+    (hub / "checkpoints").mkdir(parents=True)
+    (hub / "checkpoints" / url.rsplit("/", 1)[1]).write_bytes(b"")
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(hub))
+    reports = tmp_path / "rep"
+    for folder in ("20261130-101010-resnet18-llvm", "20261201-090000-resnet18-llvm-2"):
+        (reports / folder).mkdir(parents=True)
+        (reports / folder / "report.json").write_text("{}")
+    (reports / "20261202-090000-resnet34-llvm").mkdir()  # unfinished: no report.json
+    assert main(["models", "resnet*", "--reports-dir", str(reports)]) == 0
+    out = capsys.readouterr().out
+    assert _cells(out, "resnet18") == ["resnet18", "cached", "2026-12-01"]
+    assert _cells(out, "resnet34") == ["resnet34", "download", "-"]
+    assert main(["models", "efficientnet_lite0"]) == 0
+    assert _cells(capsys.readouterr().out, "efficientnet_lite0")[1] == "shipped (offline)"
+
+
+STAGES = [
+    "open data",
+    "load model",
+    "import to Relax",
+    "calibration",
+    "INT8 rewrite",
+    "build TVM FP32",
+    "build TVM INT8",
+    "evaluation",
+    "timing",
+    "report",
+]
+
+
+def test_random_weights_are_announced_first_and_every_stage_has_a_line(
+    tmp_path, capsys, caplog, monkeypatch
+):
+    """A registry model whose pretrained weights cannot load (stood in for by a tiny model)."""
+    namespace = {}
+    exec(TINY, namespace)  # noqa: S102 - the test's own model code
+    spec = zoo.ModelSpec("resnet18", "torchvision", (3, 12, 12), zoo.Preprocess(14, 12))
+    monkeypatch.setattr(zoo, "get_spec", lambda name: spec)
+    monkeypatch.setattr(zoo, "_torchvision", lambda name: (namespace["build"]()[0], "random"))
+    caplog.set_level(logging.INFO, logger="qbench")
+    sizes = "--calib-size 2 --eval-size 4 --batch-size 2 --calib-mode max --warmup 0".split()
+    code = _run(tmp_path, "--model", "resnet18", "--data", "synthetic", *sizes, "-v")
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    at = {}
+    for name in STAGES:
+        (i,) = [
+            i for i, line in enumerate(lines) if re.match(rf"\[qbench\] {name}: \d+\.\d s", line)
+        ]
+        at[name] = i
+    assert list(at.values()) == sorted(at.values())  # one line per stage, in order
+    (warned,) = [i for i, line in enumerate(lines) if "resnet18 runs on RANDOM weights" in line]
+    assert at["load model"] < warned < at["import to Relax"]
+    assert "--weights FILE" in captured.err and "efficientnet_lite0" in captured.err
+    assert "calibration ..." in [r.getMessage() for r in caplog.records]  # -v
+    assert code == 1 and "no: random initialisation" in captured.out  # it went on, then FAIL
+    assert [c["name"] for c in _report(tmp_path)["signoff"]["checks"] if not c["passed"]] == [
+        "trained weights"
+    ]

@@ -59,9 +59,188 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     slower = (
         results["tvm_int8"]["latency"]["median_ms"] > results["tvm_fp32"]["latency"]["median_ms"]
     )
-    assert ("SLOWER" in table) == slower and "ratio to TVM FP32" in table
+    assert ("INT8 does not pay off" in table) == slower and "median vs TVM FP32" in table
     added = _graph(q.fp32_mod, q.int8_mod)["int8_added_ops"]
     # two integer layers, each with one quantize and one cast back to float32; the padded
     # depthwise conv reads a signed input (zero point 128), so its padding became explicit
     assert added["relax.quantize"] == 2 and added["relax.astype"] == 2
     assert added["relax.nn.pad"] == 1
+
+
+def _metrics(**counts):
+    """Metrics with fractions and their counts, from ``key=(count, total)``."""
+    m = {}
+    for key, (count, total) in counts.items():
+        m.update({key: count / total, f"{key}_count": count, f"{key}_total": total})
+    return m
+
+
+def _check(name, value, op, limit, unit, passed, **extra):
+    return dict(name=name, value=value, op=op, limit=limit, passed=passed, unit=unit, **extra)
+
+
+@pytest.fixture
+def report():
+    """A finished report with known numbers: 718 evaluation images, INT8 agrees on 629."""
+    lat = {"noisy": False, "mean_ms": 0.0, "runs": 20}
+    int8_metrics = _metrics(
+        top1_agreement=(629, 718),
+        top5_agreement=(3400, 3590),
+        top1_accuracy=(560, 718),
+        top5_accuracy=(690, 718),
+    )
+    int8_metrics.update(nonfinite_logits=0, max_abs_diff=0.25, cosine=0.99, sqnr_db=18.5)
+    fp32_metrics = _metrics(
+        top1_agreement=(718, 718),
+        top5_agreement=(3590, 3590),
+        top1_accuracy=(575, 718),
+        top5_accuracy=(700, 718),
+    )
+    fp32_metrics.update(nonfinite_logits=0, max_abs_diff=1e-6, cosine=1.0, sqnr_db=120.0)
+    ref_metrics = _metrics(top1_accuracy=(575, 718), top5_accuracy=(700, 718))
+    checks = [
+        _check("FP32 non-finite logits", 0.0, "<=", 0, "count", True),
+        _check("FP32 top-1 agreement", 1.0, ">=", 0.97, "fraction", True),
+        _check("INT8 non-finite logits", 0.0, "<=", 0, "count", True),
+        _check("INT8 top-1 agreement", 629 / 718, ">=", 0.97, "fraction", False),
+        _check("INT8 top-1 accuracy drop", 100 * 15 / 718, "<=", 1.0, "points", False),
+        _check("layers built in INT8", 3.0, ">=", 1, "count", True),
+        _check("trained weights", 0.0, ">=", 1, "flag", False, detail="random initialisation"),
+    ]
+    added = {"relax.quantize": 12, "relax.astype": 12, "relax.nn.pad": 1, "relax.where": 2}
+    layer = {
+        "index": 0,
+        "name": "conv1",
+        "op": "conv2d",
+        "in_channels": 3,
+        "out_channels": 64,
+        "groups": 1,
+        "reason": "",
+        "nonfinite_excluded": 0,
+        "nonfinite_batches": [],
+        "dtype": "uint8 x int8 -> int32",
+        "act_scale": 0.02,
+        "act_zero_point": 128,
+        "weight_sqnr_min_db": 40.0,
+        "collapsed_channels": [],
+    }
+    return {
+        "schema_version": 1,
+        "model": {"name": "resnet18", "weights": "random", "random_weights": True},
+        "data": {"source": "photos", "synthetic": False, "calib_size": 32, "eval_size": 718},
+        "environment": {
+            "target": {"kind": "llvm"},
+            "threads": 2,
+            "cpu": "AMD EPYC",
+            "machine": "x86_64",
+            "qbench": "0.1.0",
+            "tvm": "0.27.0.post1",
+            "torch": "2.14.1",
+            "python": "3.11.7",
+        },  # fmt: skip
+        "config": {"batch_size": 8},
+        "precision": {"integer_ops": "conv2d, matmul", "between_layers": "float32"},
+        "calibration": {"cache_hit": False, "mode": "max"},
+        "tuning": {"source": "none", "records": 0, "database": "db", "pretuned_records": 0},
+        "graph": {"int8_added_ops": added},
+        "layers": [layer],
+        "results": {
+            "pytorch_fp32": {
+                "latency": {**lat, "median_ms": 12.0, "p90_ms": 13.0, "std_ms": 0.5},
+                "metrics": ref_metrics,
+            },
+            "tvm_fp32": {
+                "latency": {**lat, "median_ms": 4.0, "p90_ms": 4.2, "std_ms": 0.1},
+                "metrics": fp32_metrics,
+            },
+            "tvm_int8": {
+                "latency": {**lat, "median_ms": 2.5, "p90_ms": 2.6, "std_ms": 0.1},
+                "metrics": int8_metrics,
+            },
+        },
+        "signoff": {"verdict": "FAIL", "checks": checks},
+        "wall_time_s": 61.5,
+    }
+
+
+def _row(text, title):
+    (line,) = [line for line in text.splitlines() if line.startswith(title)]
+    return line
+
+
+def test_agreement_and_accuracy_are_percentages_with_counts(report):
+    from qbench.report import accuracy_table
+
+    table = accuracy_table(report, "simple")
+    int8, fp32, ref = (_row(table, t) for t in ("TVM INT8", "TVM FP32", "PyTorch FP32"))
+    # 629/718 = 0.87604, 3400/3590 = 0.94708, 560/718 = 0.77994, 690/718 = 0.96100
+    for text in ("87.6 % (629/718)", "94.7 % (3400/3590)", "78.0 % (560/718)", "96.1 % (690/718)"):
+        assert text in int8
+    assert "100.0 % (718/718)" in fp32 and "80.1 % (575/718)" in ref  # 575/718 = 0.80084
+    assert ref.split()[3] == "-"  # PyTorch does not agree with itself: no agreement shown
+    assert "(dB)" in table and "(logits)" in table
+
+
+def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
+    from qbench.report import latency_table
+
+    table = latency_table(report, "simple")
+    assert _row(table, "PyTorch FP32").endswith("3.00x slower")  # 12.0 / 4.0
+    assert _row(table, "TVM FP32").endswith("1.00x (reference)")
+    assert _row(table, "TVM INT8").endswith("1.60x faster")  # 4.0 / 2.5
+    assert "median (ms)" in table and "p90 (ms)" in table and "std (ms)" in table
+
+
+def test_signoff_values_are_in_the_units_of_their_limits(report):
+    from qbench.report import signoff_table
+
+    table = signoff_table(report, "simple")
+    assert "87.6 %" in _row(table, "INT8 top-1 agreement")
+    assert ">= 97.0 %" in _row(table, "INT8 top-1 agreement")
+    drop = _row(table, "INT8 top-1 accuracy drop")  # 100 * 15 / 718 = 2.089 points
+    assert "2.1 points" in drop and "<= 1.0 points" in drop and drop.endswith("FAIL")
+    weights = _row(table, "trained weights")
+    assert "no: random initialisation" in weights and weights.endswith("FAIL")
+    assert "1 = yes" not in table
+
+
+def test_a_failing_value_never_looks_equal_to_its_limit():
+    from qbench.report import check_value_and_limit
+
+    check = _check("INT8 top-1 agreement", 0.9699, ">=", 0.97, "fraction", False)
+    assert check_value_and_limit(check) == ("96.99 %", ">= 97.00 %")
+    check = _check("INT8 top-1 accuracy drop", 1.0, "<=", 1.0, "points", True)
+    assert check_value_and_limit(check) == ("1.0 points", "<= 1.0 points")
+
+
+def test_added_ops_are_words_most_frequent_first(report):
+    from qbench.report import added_ops_words
+
+    text = added_ops_words(report["graph"]["int8_added_ops"])
+    assert text.startswith("INT8 graph adds 12 dtype casts, 12 quantizes, 2 where, 1 pad (")
+    assert added_ops_words({}) == "INT8 graph adds no ops to the FP32 graph"
+
+
+def test_written_report_is_readable_and_json_keeps_its_keys(report, tmp_path):
+    from qbench.report import render_console, write_reports
+
+    out = write_reports(report, tmp_path)
+    assert json.loads((out / "report.json").read_text()) == report
+    for text in (render_console(report), (out / "report.md").read_text()):
+        assert "87.6 % (629/718)" in text and "1.60x faster" in text
+        assert "INT8 graph adds 12 dtype casts" in text
+        assert "{'relax." not in text and "1 = yes" not in text
+
+
+def test_environment_line_names_cpu_threads_versions_and_target():
+    from qbench.report import environment_line
+
+    env = {
+        "cpu": "AMD EPYC", "machine": "x86_64", "threads": 2, "qbench": "0.1.0",
+        "tvm": "0.27.0.post1", "torch": "2.14.1", "python": "3.11.7",
+        "target": {"kind": "llvm", "mcpu": "znver3", "num-cores": 2},
+    }  # fmt: skip
+    line = environment_line(env)
+    assert line.startswith("Environment: CPU AMD EPYC (x86_64, LLVM mcpu znver3), 2 threads;")
+    assert "TVM 0.27.0.post1, PyTorch 2.14.1" in line
+    assert '`{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}`' in line

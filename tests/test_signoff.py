@@ -24,8 +24,8 @@ def test_pass_needs_every_check():
     assert signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0)["verdict"] == "PASS"
     assert _failed(signoff(_results(0.96, 0.90, 0.90), 0.97, 1.0)) == ["INT8 top-1 agreement"]
     drop = signoff(_results(0.99, 0.90, 0.88), 0.97, 1.0)
-    assert _failed(drop) == ["INT8 top-1 accuracy drop (points)"]
-    assert [c["value"] for c in drop["checks"] if not c["passed"]] == [2.0]
+    assert _failed(drop) == ["INT8 top-1 accuracy drop"]
+    assert [(c["value"], c["unit"]) for c in drop["checks"] if not c["passed"]] == [(2.0, "points")]
 
 
 def test_fp32_disagreement_and_nonfinite_logits_fail():
@@ -45,4 +45,22 @@ def test_nothing_quantized_and_random_weights_are_never_signed_off():
         "layers built in INT8"
     ]
     out = signoff(_results(1.0, 0.0, 0.0), 0.97, 1.0, random_weights=True)
-    assert _failed(out) == ["random weights (1 = yes)"]
+    assert _failed(out) == ["trained weights"]
+    (check,) = [c for c in out["checks"] if c["name"] == "trained weights"]
+    assert check["unit"] == "flag" and check["detail"] == "random initialisation"
+    assert check["value"] == 0 and check["op"] == ">=" and check["limit"] == 1
+
+
+def test_every_check_names_the_unit_of_its_value_and_limit():
+    out = signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0, quantized_layers=3)
+    units = {c["name"]: c["unit"] for c in out["checks"]}
+    assert units == {
+        "FP32 non-finite logits": "count",
+        "FP32 top-1 agreement": "fraction",
+        "INT8 non-finite logits": "count",
+        "INT8 top-1 agreement": "fraction",
+        "INT8 top-1 accuracy drop": "points",
+        "layers built in INT8": "count",
+    }
+    keys = {"name", "value", "op", "limit", "passed", "unit"}
+    assert all(set(c) == keys for c in out["checks"])  # the JSON keys of schema 1, plus unit

@@ -1,0 +1,44 @@
+"""Comparison metrics carry the counts behind every fraction (issue 8: ``87.6 % (629/718)``)."""
+
+import numpy as np
+
+from qbench.compare import accuracy_metrics, compare_logits
+
+
+def _logits(order_per_row, classes=7):
+    """Logits (N, classes) whose classes rank as given, best first, in each row."""
+    out = np.zeros((len(order_per_row), classes))
+    for i, order in enumerate(order_per_row):
+        for rank, c in enumerate(order):
+            out[i, c] = classes - rank
+    return out
+
+
+def test_counts_beside_agreement_and_accuracy():
+    ref = _logits([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5], [2, 3, 4, 5, 6], [3, 4, 5, 6, 0]])
+    # row 0: same top-1, top-5 shares {0,1,2,3} (4); row 1: top-1 differs, shares all 5;
+    # row 2: same top-1, shares {2,3,4} (3); row 3: top-1 differs, shares {3,4,5,6,0} (5)
+    out = _logits([[0, 1, 2, 3, 6], [2, 1, 3, 4, 5], [2, 3, 4, 0, 1], [4, 3, 5, 6, 0]])
+    labels = np.array([0, 5, 0, 1])  # top-1 right: row 0; in the top 5: rows 0, 1, 2
+    m = compare_logits(ref, out, labels)
+    assert (m["top1_agreement_count"], m["top1_agreement_total"]) == (2, 4)
+    assert (m["top5_agreement_count"], m["top5_agreement_total"]) == (17, 20)
+    assert m["top5_agreement"] == 17 / 20
+    assert (m["top1_accuracy_count"], m["top1_accuracy_total"]) == (1, 4)
+    assert (m["top5_accuracy_count"], m["top5_accuracy_total"]) == (3, 4)
+
+
+def test_nonfinite_logits_count_no_agreement():
+    ref = _logits([[0, 1, 2, 3, 4]] * 3)
+    out = ref.copy()
+    out[1, 2] = np.nan
+    m = compare_logits(ref, out)
+    assert m["nonfinite_logits"] == 1
+    assert (m["top1_agreement_count"], m["top1_agreement_total"]) == (0, 3)
+    assert (m["top5_agreement_count"], m["top5_agreement_total"]) == (0, 15)
+
+
+def test_reference_accuracy_has_counts():
+    m = accuracy_metrics(_logits([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]), np.array([0, 0]))
+    assert (m["top1_accuracy_count"], m["top1_accuracy_total"]) == (1, 2)
+    assert (m["top5_accuracy_count"], m["top5_accuracy_total"]) == (1, 2)
