@@ -10,14 +10,41 @@ It follows the steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 SCHEDULE_COUNTS = "qbench_schedules"  # module attr: kernels by schedule source
 
 
-def has_vnni(target):
-    """True when the target dict is an llvm CPU with AVX-512 VNNI (``vpdpbusd``)."""
+INT8_KERNELS = ("vnni", "avx2")  # qbench's packed INT8 conv/dense kernels, by CPU feature
+
+
+def has_feature(target, feature):
+    """True when ``target`` (a dict or ``tvm.target.Target``) is an llvm CPU with the LLVM
+    ``feature`` (e.g. ``avx2``)."""
     import tvm
     from tvm.target import codegen
 
-    if target.get("kind") != "llvm":
+    target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if target.kind.name != "llvm":
         return False
-    return bool(codegen.target_has_features("avx512vnni", tvm.target.Target(target)))
+    return bool(codegen.target_has_features(feature, target))
+
+
+def has_vnni(target):
+    """True when the target dict is an llvm CPU with AVX-512 VNNI (``vpdpbusd``)."""
+    return has_feature(target, "avx512vnni")
+
+
+def int8_kernels(target):
+    """Which of qbench's packed INT8 conv/dense kernels the llvm ``target`` runs: ``"vnni"``
+    (AVX-512 VNNI ``vpdpbusd`` on uint8 x int8), ``"avx2"`` (AVX2 ``vpmaddwd`` on int16 pairs,
+    exact), or None (other CPUs: the plain integer graph on default schedules)."""
+    if has_vnni(target):
+        return "vnni"
+    return "avx2" if has_feature(target, "avx2") else None
+
+
+def register_columns(target):
+    """Output columns the packed convs accumulate in registers per tile: 14 with AVX-512's 32
+    zmm registers, 6 with 16 ymm (each column takes 2 ymm of 16 lanes)."""
+    from .kernels.conv2d import AVX2_REGISTER_COLUMNS, REGISTER_COLUMNS
+
+    return REGISTER_COLUMNS if has_feature(target, "avx512f") else AVX2_REGISTER_COLUMNS
 
 
 def cpu_pipeline(target, databases=(), fallback=True):

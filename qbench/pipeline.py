@@ -11,7 +11,7 @@ from . import build, data, frontend, graph, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
-from .lowering import has_vnni
+from .lowering import int8_kernels
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
@@ -104,7 +104,7 @@ def prepare(opts):
     with stage("INT8 rewrite") as st:
         ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
         ctx["int8_mod"] = rewrite(
-            imported.mod, ctx["plans"], simulate=opts.quant.simulate, vnni=has_vnni(target)
+            imported.mod, ctx["plans"], opts.quant.simulate, int8_kernels(target)
         )
         st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
     return ctx

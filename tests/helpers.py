@@ -7,13 +7,13 @@ import torch
 
 from qbench import build, frontend, graph, zoo
 from qbench.calibration.calibrate import calibrate_module
-from qbench.lowering import has_vnni
+from qbench.lowering import int8_kernels
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
 from qbench.runners import TVMRunner
 
-LLVM = build.host_llvm_target(2)  # this CPU (AVX-512 VNNI here), as `--target llvm`
+LLVM = build.host_llvm_target(2)  # this CPU, as `--target llvm`
 
 
 @dataclass
@@ -47,11 +47,12 @@ def loaded(module, shape):
     return zoo.LoadedModel("tiny", module.eval(), tuple(shape), zoo.Preprocess(), "test", "0")
 
 
-def quantize_tiny(module, calib, config=None, vnni=None, **config_kwargs):
+def quantize_tiny(module, calib, config=None, kernels="host", **config_kwargs):
     """Import ``module``, calibrate on ``calib`` (list of float32 (N, C, H, W)), rewrite.
 
-    The first conv is quantized too unless the config says otherwise. ``vnni`` None: the
-    packed VNNI kernels when this CPU has them, as ``qbench run`` does.
+    The first conv is quantized too unless the config says otherwise. ``kernels``: "host"
+    for the packed INT8 kernels this CPU runs, as ``qbench run`` does; None for the plain
+    integer graph; "vnni" or "avx2" for those kernels.
     """
     config = config or QuantConfig(**{"skip_first": False, "calib_mode": "max", **config_kwargs})
     n, shape = calib[0].shape[0], calib[0].shape[1:]
@@ -60,8 +61,8 @@ def quantize_tiny(module, calib, config=None, vnni=None, **config_kwargs):
     batches = [(np.asarray(x, np.float32), n) for x in calib]
     ranges = calibrate_module(imported.mod, layers, batches, config, LLVM, shape, n)
     plans = make_plans(layers, ranges, config)
-    vnni = has_vnni(LLVM) if vnni is None else vnni
-    int8 = rewrite(imported.mod, plans, simulate=config.simulate, vnni=vnni)
+    kernels = int8_kernels(LLVM) if kernels == "host" else kernels
+    int8 = rewrite(imported.mod, plans, config.simulate, kernels)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
 
 
@@ -72,7 +73,8 @@ def torch_out(module, x):
 
 def integer_gemm_kernels(mod, target=None):
     """Names of the lowered kernels that compute conv2d/matmul with uint8 and int8 operands
-    and an int32 accumulator: the proof that a build really computes in integers."""
+    (or both widened to int16, the AVX2 kernel's) and an int32 accumulator: the proof that a
+    build really computes in integers."""
     import re
 
     import tvm
@@ -89,6 +91,8 @@ def integer_gemm_kernels(mod, target=None):
         int32_acc = re.search(
             r'(conv2d\w*|matmul\w*) = T\.sblock_alloc_buffer\([^\n]*"int32"\)', body
         ) or re.search(r'(conv2d\w*|matmul\w*): T\.Buffer\([^\n]*"int32"\)', head)
-        if '"uint8")' in head and '"int8")' in head and int32_acc:
+        eight_bit = '"uint8")' in head and '"int8")' in head
+        widened = head.count('"int16")') >= 2  # AVX2's vpmaddwd kernel: 8-bit values in int16
+        if (eight_bit or widened) and int32_acc:
             found.append(str(gvar))
     return found

@@ -14,9 +14,7 @@ from qbench.kernels.intrin import (
     needs_fix,
     register_x86_intrinsics,
 )
-from qbench.lowering import has_vnni
-
-needs_vnni = pytest.mark.skipif(not has_vnni(LLVM), reason="this CPU has no AVX-512 VNNI")
+from qbench.lowering import has_feature
 
 
 def test_stock_intrinsic_detected_and_replaced():
@@ -45,25 +43,55 @@ def test_register_block():
     assert [register_block(w) for w in (56, 28, 14, 7, 13, 1, 112)] == [14, 14, 14, 7, 13, 1, 14]
 
 
-def _packed_conv_module(shape, w, zp, strides, dilation):
+# per INT8 kernel path: the LLVM feature it needs, its instruction, a CPU of that class
+PATHS = {
+    "vnni": ("avx512vnni", "vpdpbusd", "znver5"),
+    "avx2": ("avx2", "vpmaddwd", "znver3"),
+}
+
+
+def _class_target(path):
+    """An llvm target of ``path``'s CPU class, whatever the host is (for compile checks)."""
+    return {**LLVM, "mcpu": PATHS[path][2]}
+
+
+def _runs_here(path):
+    if not has_feature(LLVM, PATHS[path][0]):
+        pytest.skip(f"this CPU has no {PATHS[path][0]}: {path} kernels are compile-checked only")
+
+
+def _packed_conv_module(shape, w, zp, strides, dilation, path):
     from tvm import relax
 
+    packing = layout.PACKINGS[path]
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(shape, "uint8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp))
-            wc = relax.const(layout.pack_conv_weight(w), "int8")
+            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, packing.block, packing.data_dtype))
+            packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
+            wc = relax.const(packed_w, packed_w.dtype.name)
             # correction 0, rescale 1: the float32 output is the exact int32 sum (< 2**24)
             zeros = relax.const(np.zeros(w.shape[0], np.int32))
             ones = relax.const(np.ones(w.shape[0], np.float32))
-            conv = bb.call_te(requantized_conv, p, wc, zeros, ones, strides, dilation)
+            conv = bb.call_te(
+                requantized_conv, p, wc, zeros, ones, strides, dilation, False, packing.op_name
+            )
             out = bb.emit_output(conv)
         bb.emit_func_output(out)
     return bb.get()
 
 
-@needs_vnni
+def _exact_conv(x, w, strides=(1, 1), dilation=(1, 1)):
+    return torch.nn.functional.conv2d(
+        torch.from_numpy(x.astype(np.float64)),
+        torch.from_numpy(w.astype(np.float64)),
+        stride=strides,
+        dilation=dilation,
+    ).numpy()
+
+
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize(
     "c,o,hw,k,strides,dilation",
     [
@@ -72,26 +100,45 @@ def _packed_conv_module(shape, w, zp, strides, dilation):
         (8, 16, 7, 1, (1, 1), (1, 1)),
     ],
 )
-def test_packed_conv_is_exact_and_uses_vpdpbusd(c, o, hw, k, strides, dilation):
+def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
+    _runs_here(path)
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, (2, c, hw, hw)).astype(np.uint8)
     w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
-    executable = build.compile(_packed_conv_module(x.shape, w, 7, strides, dilation), LLVM)
-    got = run_tvm(executable, x)
-    want = torch.nn.functional.conv2d(
-        torch.from_numpy(x.astype(np.float64)),
-        torch.from_numpy(w.astype(np.float64)),
-        stride=strides,
-        dilation=dilation,
-    ).numpy()
-    np.testing.assert_array_equal(got, want.astype(np.int64))
-    assert "vpdpbusd" in build.assembly(executable)
+    module = _packed_conv_module(x.shape, w, 7, strides, dilation, path)
+    got = run_tvm(build.compile(module, LLVM), x)
+    np.testing.assert_array_equal(got, _exact_conv(x, w, strides, dilation))
 
 
-@needs_vnni
-def test_cpu_kernels_graph_matches_plain_integer_graph():
-    """VNNI conv/dense and depthwise kernels give bit-identical logits to TVM's own integer
-    conv2d/matmul."""
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("weight", [-128, 127])
+def test_worst_case_operands_are_exact(path, weight):
+    """All 255 against all -128 (or +127): every product and pair sum at its extreme, where
+    ``vpmaddubsw``'s int16 pair sums would saturate (255 * -128 * 2 = -65280)."""
+    _runs_here(path)
+    x = np.full((1, 16, 5, 5), 255, np.uint8)
+    w = np.full((16, 16, 3, 3), weight, np.int8)
+    got = run_tvm(build.compile(_packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
+    assert got.flat[0] == 255 * weight * 16 * 9  # by hand: 144 products per output
+    np.testing.assert_array_equal(got, _exact_conv(x, w))
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_every_path_compiles_to_its_instruction(path):
+    """Checked on any host: the kernel is compiled for a CPU of the path's class and its
+    assembly must hold the path's instruction (a tensorize that LLVM rejected would leave
+    scalar code)."""
+    w = np.ones((16, 8, 3, 3), np.int8)
+    module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
+    assembly = build.assembly(build.compile(module, _class_target(path)))
+    assert assembly.count(PATHS[path][1]) >= 4
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_cpu_kernels_graph_matches_plain_integer_graph(path):
+    """Each path's conv/dense kernels and the depthwise kernel give bit-identical logits to
+    TVM's own integer conv2d/matmul."""
+    _runs_here(path)
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 24, 3, padding=1),
         torch.nn.ReLU(),
@@ -103,13 +150,13 @@ def test_cpu_kernels_graph_matches_plain_integer_graph():
         torch.nn.Linear(20 * 8 * 8, 10),
     )
     calib = [np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)]
-    packed = quantize_tiny(net, calib, vnni=True)
-    plain = quantize_tiny(net, calib, vnni=False)
+    packed = quantize_tiny(net, calib, kernels=path)
+    plain = quantize_tiny(net, calib, kernels=None)
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
     kernels = [gv.name_hint for gv in packed.int8_mod.functions]
     assert sum(name.startswith("depthwise_conv2d") for name in kernels) == 2
     executable = build.compile(packed.int8_mod, LLVM)
-    assert build.assembly(executable).count("vpdpbusd") > 0
+    assert build.assembly(executable).count(PATHS[path][1]) > 0
     np.testing.assert_array_equal(
         run_tvm(executable, x), run_tvm(build.compile(plain.int8_mod, LLVM), x)
     )

@@ -16,13 +16,17 @@ OC_BLOCK = 16
 IC_BLOCK = 4
 REGISTER_COLUMNS = 14  # zmm accumulators per tile, leaving registers for weights and broadcasts
 OP_NAME = "qbench.conv2d_nchw4c_vnni"
+AVX2_OP_NAME = "qbench.conv2d_nchw2c_i16_avx2"
+AVX2_IC_BLOCK = 2  # int16 pairs: one vpmaddwd multiplies 2 input by 8 output channels
+AVX2_REGISTER_COLUMNS = 6  # 16 ymm: 6 columns x 2 accumulators + 2 weights + 1 broadcast
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
 
 
-def conv2d_nchw4c(data, weight, strides, dilation):
-    """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above;
-    ``strides``, ``dilation``: (h, w) ints). Returns the int32 NCHW16c output tensor."""
+def conv2d_nchw4c(data, weight, strides, dilation, op_name=OP_NAME):
+    """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above,
+    or with int16 values and 2-channel blocks for ``AVX2_OP_NAME``; ``strides``, ``dilation``:
+    (h, w) ints). Returns the int32 NCHW16c output tensor."""
     return blocked_conv(
         data,
         weight,
@@ -30,7 +34,7 @@ def conv2d_nchw4c(data, weight, strides, dilation):
         dilation,
         lambda oc, ic_o, kh, kw, ic_i, oc_i: weight[oc, ic_o, kh, kw, oc_i, ic_i],
         "int32",
-        OP_NAME,
+        op_name,
     )
 
 
@@ -66,7 +70,9 @@ def out_size(size, kernel, stride, dilation):
     return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
-def requantized_conv(data, weight, correction, rescale, strides, dilation, rows=False):
+def requantized_conv(
+    data, weight, correction, rescale, strides, dilation, rows=False, op_name=OP_NAME
+):
     """The packed conv with its epilogue: int32 NCHW16c -> FP32 in the layer's own layout.
 
     ``correction`` (C,) int32 and ``rescale`` (C,) float32 te tensors (C <= the padded output
@@ -74,7 +80,7 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows=
     or with ``rows`` (a dense layer packed by ``layout.pack_rows``) (M, C). The conv's int32
     tile never reaches memory: ``schedule_conv2d_vnni`` computes it per output tile.
     """
-    acc = conv2d_nchw4c(data, weight, strides, dilation)
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
     channels = correction.shape[0]
 
     def epilogue(value, c):
@@ -101,7 +107,7 @@ def register_block(out_w, limit=None):
     return max(d for d in range(1, min(out_w, limit) + 1) if out_w % d == 0)
 
 
-def schedule_conv2d_vnni(sch, conv, out):
+def schedule_conv2d_vnni(sch, conv, out, _target=None):
     """Schedule the packed ``conv`` block and its epilogue in place (``sch``: a
     ``tvm.s_tir.Schedule``; ``out``: the last block, (N, C, OH, OW) or (M, C), into which
     every block between them has been inlined).
@@ -113,15 +119,29 @@ def schedule_conv2d_vnni(sch, conv, out):
     from .intrin import VNNI_INTRIN, ensure_vnni_intrin
 
     ensure_vnni_intrin()
-    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out)
+    _schedule_packed_int(sch, conv, out, VNNI_INTRIN, REGISTER_COLUMNS)
+
+
+def schedule_conv2d_avx2(sch, conv, out, _target=None):
+    """As ``schedule_conv2d_vnni`` for the int16 AVX2 kernel: the innermost 16 output by 2
+    input channels are two ``vpmaddwd`` (``dot_16x2_i16_avx2``); 6 columns per tile fit the
+    16 ymm registers."""
+    from .intrin import AVX2_INTRIN, ensure_avx2_intrin
+
+    ensure_avx2_intrin()
+    _schedule_packed_int(sch, conv, out, AVX2_INTRIN, AVX2_REGISTER_COLUMNS)
+
+
+def _schedule_packed_int(sch, conv, out, intrin, columns):
+    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out, columns)
     sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)
-    sch.tensorize(oc_i, VNNI_INTRIN)
+    sch.tensorize(oc_i, intrin)
     sch.unroll(x)
     sch.vectorize(sch.get_loops(init)[-1])
 
 
-def tile_conv(sch, conv, out):
+def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS):
     """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
     then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
     per tile, ``register_block`` output columns by 16 output channels (by 32 when that fills
@@ -134,8 +154,8 @@ def tile_conv(sch, conv, out):
         (cols, c), outer, inner = loops, [], []
     else:  # conv: (N, C, OH, OW)
         outer, c, inner, cols = [loops[0]], loops[1], [loops[2]], loops[3]
-    columns = register_block(int(sch.get(cols).extent))
-    pair = 2 * columns <= REGISTER_COLUMNS and int(sch.get(c).extent) % (2 * OC_BLOCK) == 0
+    columns = register_block(int(sch.get(cols).extent), limit)
+    pair = 2 * columns <= limit and int(sch.get(c).extent) % (2 * OC_BLOCK) == 0
     c_o, c_i = sch.split(c, [None, OC_BLOCK * (2 if pair else 1)])
     x_o, x_i = sch.split(cols, [None, columns])
     sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i)

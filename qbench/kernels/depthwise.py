@@ -98,7 +98,7 @@ def _windowed(data, window, strides, dilation, width, combine, name):
     return te.compute((n, channels, out_h, out_w), value, name=name, attrs={"op_name": OP_NAME})
 
 
-def schedule_depthwise(sch, conv, out):
+def schedule_depthwise(sch, conv, out, _target=None):
     """Schedule the depthwise ``conv`` block and its epilogue ``out`` (into which every block
     between them has been inlined) of ``sch`` in place: the conv inlined too, (N, C, OH) in
     parallel, each output row one vector loop (rows longer than ``MAX_VECTOR_ROW`` in

@@ -20,20 +20,26 @@ VNNI_INTRIN = "dot_16x4_vnni"
 LLVM_BYTE_OPERANDS_SINCE = 22
 
 
-@T.prim_func(s_tir=True)
-def _dot_16x4_desc(
-    A: T.Buffer((4,), "uint8", offset_factor=1),
-    B: T.Buffer((16, 4), "int8", offset_factor=1),
-    C: T.Buffer((16,), "int32", offset_factor=1),
-) -> None:
-    with T.sblock("root"):
-        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-        T.writes(C[0:16])
-        for i in T.serial(0, 16):
-            for k in T.serial(0, 4):
-                with T.sblock("update"):
-                    vi, vk = T.axis.remap("SR", [i, k])
-                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+def _dot_desc(lanes, depth, a_dtype, b_dtype):
+    """The TIR a dot-product intrinsic computes: for ``lanes`` int32 lanes,
+    ``C[i] += sum_k int32(A[k]) * int32(B[i, k])`` over ``depth`` elements."""
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((depth,), a_dtype, offset_factor=1),
+        B: T.Buffer((lanes, depth), b_dtype, offset_factor=1),
+        C: T.Buffer((lanes,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:depth], B[0:lanes, 0:depth])
+            T.writes(C[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, depth):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    return desc
 
 
 @T.prim_func(s_tir=True)
@@ -108,5 +114,46 @@ def ensure_vnni_intrin():
     """
     if not needs_fix():
         return False
-    TensorIntrin.register(VNNI_INTRIN, _dot_16x4_desc, _dot_16x4_vnni_bytes, override=True)
+    desc = _dot_desc(16, 4, "uint8", "int8")
+    TensorIntrin.register(VNNI_INTRIN, desc, _dot_16x4_vnni_bytes, override=True)
     return True
+
+
+AVX2_INTRIN = "dot_16x2_i16_avx2"
+
+
+@T.prim_func(s_tir=True)
+def _dot_16x2_i16_avx2(
+    A: T.Buffer((2,), "int16", offset_factor=1),
+    B: T.Buffer((16, 2), "int16", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:2], B[0:16, 0:2])
+        T.writes(C[0:16])
+        pair = T.reinterpret(A.vload([0], "int16x2"), dtype="int32")
+        a = T.reinterpret(T.broadcast(pair, 8), dtype="int16x16")
+        C[T.ramp(T.int32(0), 1, 8)] = C.vload([0], dtype="int32x8") + T.call_llvm_pure_intrin(
+            T.llvm_lookup_intrinsic_id("llvm.x86.avx2.pmadd.wd"),
+            a,
+            B.vload([0, 0], dtype="int16x16"),
+            dtype="int32x8",
+        )
+        C[T.ramp(T.int32(8), 1, 8)] = C.vload([8], dtype="int32x8") + T.call_llvm_pure_intrin(
+            T.llvm_lookup_intrinsic_id("llvm.x86.avx2.pmadd.wd"),
+            a,
+            B.vload([8, 0], dtype="int16x16"),
+            dtype="int32x8",
+        )
+
+
+def ensure_avx2_intrin():
+    """Register ``dot_16x2_i16_avx2`` (idempotent): for 16 int32 lanes, ``C[i] += A[0] * B[i, 0]
+    + A[1] * B[i, 1]`` with int16 operands, as two ``vpmaddwd`` (AVX2) and two ``vpaddd``. The
+    pair sums of int16 products are exact in int32 (|255 * 127 * 2| is far below 2^31), unlike
+    ``vpmaddubsw``'s saturating int16 pair sums of uint8 x int8 bytes."""
+    try:
+        TensorIntrin.get(AVX2_INTRIN)
+    except ValueError:  # "TensorIntrin ... is not registered"
+        desc = _dot_desc(16, 2, "int16", "int16")
+        TensorIntrin.register(AVX2_INTRIN, desc, _dot_16x2_i16_avx2)

@@ -7,58 +7,88 @@ the compiled graph holds them prepacked. A dense layer y = x @ W runs as a 1x1 c
 1 x M image: x (M, K) -> (1, K/4, 1, M, 4), W (K, N) -> (N/16, K/4, 1, 1, 16, 4).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 from tvm import te, tirx
 
-from .conv2d import IC_BLOCK, OC_BLOCK
+from .conv2d import AVX2_IC_BLOCK, AVX2_OP_NAME, IC_BLOCK, OC_BLOCK, OP_NAME
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How one of qbench's packed INT8 kernels wants its operands.
+
+    Attributes:
+        block: input channels per innermost block (4 bytes for ``vpdpbusd``, 2 int16 for
+            ``vpmaddwd``).
+        data_dtype: dtype of the packed activations (the uint8 values, widened for AVX2).
+        weight_dtype: numpy dtype of the prepacked int8 weights (widened for AVX2).
+        op_name: the conv block's ``op_name``, which selects its hand schedule.
+    """
+
+    block: int
+    data_dtype: str
+    weight_dtype: type
+    op_name: str
+
+
+PACKINGS = {
+    "vnni": Packing(IC_BLOCK, "uint8", np.int8, OP_NAME),
+    "avx2": Packing(AVX2_IC_BLOCK, "int16", np.int16, AVX2_OP_NAME),
+}
 
 
 def _ceil_to(n, block):
     return -(-int(n) // block) * block
 
 
-def pack_nchw4c(x, zero_point):
-    """(N, C, H, W) uint8 -> (N, ceil(C/4), H, W, 4); padded channels hold ``zero_point``.
+def pack_nchw4c(x, zero_point, block=IC_BLOCK, dtype="uint8"):
+    """(N, C, H, W) uint8 -> (N, ceil(C/block), H, W, block) of ``dtype`` (uint8 for VNNI, int16
+    for AVX2's ``vpmaddwd``); padded channels hold ``zero_point``.
     (Spatial padding comes before, in FP32: padding after the quantize lets FuseOps pull the
     quantize into the previous conv's epilogue, measured 0.1-0.15 ms slower on resnet18.)"""
     n, c, h, w = x.shape
-    chunks = _ceil_to(c, IC_BLOCK) // IC_BLOCK
-    zp = tirx.const(int(zero_point), "uint8")
+    chunks = _ceil_to(c, block) // block
+    zp = tirx.const(int(zero_point), dtype)
     return te.compute(
-        (n, chunks, h, w, IC_BLOCK),
+        (n, chunks, h, w, block),
         lambda b, co, y, xx, ci: tirx.if_then_else(
-            co * IC_BLOCK + ci < c,
-            x[b, tirx.min(co * IC_BLOCK + ci, c - 1), y, xx],
+            co * block + ci < c,
+            x[b, tirx.min(co * block + ci, c - 1), y, xx].astype(dtype),
             zp,
         ),
         name="pack_nchw4c",
     )
 
 
-def pack_rows(x, pad_value, block=IC_BLOCK):
-    """(M, K) -> (1, ceil(K/block), 1, M, block): the rows of a dense layer as one image row;
-    padded input channels hold ``pad_value`` (the zero point for uint8)."""
+def pack_rows(x, pad_value, block=IC_BLOCK, dtype=None):
+    """(M, K) -> (1, ceil(K/block), 1, M, block) of ``dtype`` (default: ``x``'s): the rows of
+    a dense layer as one image row; padded input channels hold ``pad_value`` (the zero point
+    for uint8)."""
     m, k = x.shape
+    dtype = dtype or x.dtype
     chunks = _ceil_to(k, block) // block
-    pad = tirx.const(pad_value, x.dtype)
+    pad = tirx.const(pad_value, dtype)
     return te.compute(
         (1, chunks, 1, m, block),
         lambda _, ko, __, r, ki: tirx.if_then_else(
-            ko * block + ki < k, x[r, tirx.min(ko * block + ki, k - 1)], pad
+            ko * block + ki < k, x[r, tirx.min(ko * block + ki, k - 1)].astype(dtype), pad
         ),
         name="pack_rows",
     )
 
 
-def pack_conv_weight(w):
-    """int8 (O, C, KH, KW) -> (ceil(O/16), ceil(C/4), KH, KW, 16, 4), zero-padded."""
+def pack_conv_weight(w, block=IC_BLOCK, dtype=np.int8):
+    """int8 (O, C, KH, KW) -> (ceil(O/16), ceil(C/block), KH, KW, 16, block) of ``dtype``,
+    zero-padded."""
     o, c, kh, kw = w.shape
-    padded = np.zeros((_ceil_to(o, OC_BLOCK), _ceil_to(c, IC_BLOCK), kh, kw), np.int8)
+    padded = np.zeros((_ceil_to(o, OC_BLOCK), _ceil_to(c, block), kh, kw), dtype)
     padded[:o, :c] = w
-    blocks = padded.reshape(-1, OC_BLOCK, padded.shape[1] // IC_BLOCK, IC_BLOCK, kh, kw)
+    blocks = padded.reshape(-1, OC_BLOCK, padded.shape[1] // block, block, kh, kw)
     return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
 
 
-def pack_dense_weight(w):
-    """int8 (K, N) -> (ceil(N/16), ceil(K/4), 1, 1, 16, 4), zero-padded."""
-    return pack_conv_weight(np.asarray(w).T[:, :, None, None])
+def pack_dense_weight(w, block=IC_BLOCK, dtype=np.int8):
+    """int8 (K, N) -> (ceil(N/16), ceil(K/block), 1, 1, 16, block), zero-padded."""
+    return pack_conv_weight(np.asarray(w).T[:, :, None, None], block, dtype)

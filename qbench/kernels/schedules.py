@@ -16,8 +16,8 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule
 
+from .conv2d import AVX2_OP_NAME, schedule_conv2d_avx2, schedule_conv2d_vnni
 from .conv2d import OP_NAME as CONV_OP
-from .conv2d import schedule_conv2d_vnni
 from .conv2d_fp32 import OP_NAME as FP32_CONV_OP
 from .conv2d_fp32 import schedule_conv2d_fp32
 from .depthwise import OP_NAME as DEPTHWISE_OP
@@ -38,6 +38,7 @@ class HandKernels(ScheduleRule):
 
     SCHEDULES = {
         CONV_OP: schedule_conv2d_vnni,
+        AVX2_OP_NAME: schedule_conv2d_avx2,
         FP32_CONV_OP: schedule_conv2d_fp32,
         DEPTHWISE_OP: schedule_depthwise,
     }
@@ -57,7 +58,7 @@ class HandKernels(ScheduleRule):
                 sch.compute_inline(block)
         except s_tir.ScheduleError:
             return None  # an epilogue that is not elementwise: CpuFallback takes the kernel
-        schedule(sch, blocks[0], blocks[tile - 1])
+        schedule(sch, blocks[0], blocks[tile - 1], target)
         if tile < len(blocks):
             _spatial(sch, sch.get_loops(blocks[-1]))
         return sch

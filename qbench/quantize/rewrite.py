@@ -10,11 +10,13 @@ W_q with per-channel scales s_w, the rewrite emits
     y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
 
 Everything between integer layers (bias add, activations, pooling, add, concat) stays in
-FP32, so no range is shared between branches. With ``vnni=True`` (CPUs with AVX-512 VNNI),
-dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
+FP32, so no range is shared between branches. With ``kernels="vnni"`` (CPUs with AVX-512
+VNNI), dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
 ``qbench.kernels`` instead: x_q is packed to NCHW4c, W_q is prepacked to OIHW16o4i as a
 constant, and the kernel applies the same correction and rescale to each int32 tile as it
-writes the FP32 NCHW result. Depthwise convs run as ``kernels.depthwise`` (NCHW, the same
+writes the FP32 NCHW result. ``kernels="avx2"`` packs the same values widened to int16 in
+pairs (NCHW2c, OIHW16o2i) for ``vpmaddwd``, whose int32 pair sums are exact. Depthwise
+convs run as ``kernels.depthwise`` with either (NCHW, the same
 correction and rescale in the kernel).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
@@ -25,6 +27,7 @@ import numpy as np
 
 from ..graph import quantizable_call
 from ..kernels.conv2d import OUT_ELEMWISE_FUSABLE
+from ..kernels.layout import PACKINGS
 from .params import ActivationParams, QuantizedWeight
 
 
@@ -41,10 +44,12 @@ class LayerPlan:
         return self.act is not None
 
 
-def rewrite(mod, plans, simulate=False, vnni=False):
+def rewrite(mod, plans, simulate=False, kernels=None):
     """Apply ``plans`` (one per quantizable layer, in graph order) to ``mod["main"]``.
 
-    ``vnni``: emit the packed VNNI kernels where the layer allows (see the module docstring).
+    ``kernels``: None (the plain integer graph), or ``"vnni"`` / ``"avx2"``
+    (``lowering.int8_kernels``): emit qbench's packed kernels where the layer allows (see the
+    module docstring).
 
     Returns:
         A new ``tvm.IRModule``; ``mod`` is unchanged.
@@ -71,7 +76,7 @@ def rewrite(mod, plans, simulate=False, vnni=False):
                 return call
             if simulate:
                 return _simulated(self.builder_.emit, call, kind, plan)
-            return _integer(self.builder_, call, kind, plan, vnni)
+            return _integer(self.builder_, call, kind, plan, kernels)
 
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
@@ -106,7 +111,7 @@ def _channel_shape(kind, n):
     return (1, n, 1, 1) if kind == "conv2d" else (n,)
 
 
-def _integer(bb, call, kind, plan, vnni):
+def _integer(bb, call, kind, plan, kernels):
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
@@ -114,10 +119,12 @@ def _integer(bb, call, kind, plan, vnni):
     sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
     correction = act.zero_point * sums
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
-    if vnni and (_packable(call, kind) or _depthwise(call, kind)):
+    constants = _const(correction, "int32"), _const(rescale, "float32")
+    if kernels and _depthwise(call, kind):
+        return _depthwise_conv(bb, call, plan, *constants)
+    if kernels and _packable(call, kind):
         emit = _packed_dense if kind == "matmul" else _packed_conv
-        emit = _depthwise_conv if _depthwise(call, kind) else emit
-        return emit(bb, call, plan, _const(correction, "int32"), _const(rescale, "float32"))
+        return emit(bb, call, plan, *constants, PACKINGS[kernels])
     acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
@@ -188,27 +195,31 @@ def _plain_dense(emit, call, plan):
     return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
 
 
-def _packed_conv(bb, call, plan, correction, rescale):
+def _packed_conv(bb, call, plan, correction, rescale, packing):
     from ..kernels import layout
 
     attrs = call.attrs
     padding = [int(p) for p in attrs.padding]
     x, _ = _pad_input(bb.emit, call.args[0], padding, True)
     x_q = _quantize(bb.emit, x, plan.act, 1)
-    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, int(plan.act.zero_point)))
-    weight = _const(layout.pack_conv_weight(plan.weight.q), "int8")
+    zp, block, dtype = int(plan.act.zero_point), packing.block, packing.data_dtype
+    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, block, dtype))
+    weight = layout.pack_conv_weight(plan.weight.q, block, packing.weight_dtype)
     strides = tuple(int(s) for s in attrs.strides)
     dilation = tuple(int(d) for d in attrs.dilation)
-    return _call_vnni(bb, [packed, weight, correction, rescale], strides, dilation, False)
+    args = [packed, _const(weight, weight.dtype.name), correction, rescale]
+    return _call_packed(bb, args, strides, dilation, False, packing)
 
 
-def _packed_dense(bb, call, plan, correction, rescale):
+def _packed_dense(bb, call, plan, correction, rescale, packing):
     from ..kernels import layout
 
     x_q = _quantize(bb.emit, call.args[0], plan.act, -1)
-    packed = bb.emit(bb.call_te(layout.pack_rows, x_q, int(plan.act.zero_point)))
-    weight = _const(layout.pack_dense_weight(plan.weight.q), "int8")
-    return _call_vnni(bb, [packed, weight, correction, rescale], (1, 1), (1, 1), True)
+    zp, block, dtype = int(plan.act.zero_point), packing.block, packing.data_dtype
+    packed = bb.emit(bb.call_te(layout.pack_rows, x_q, zp, block, dtype))
+    weight = layout.pack_dense_weight(plan.weight.q, block, packing.weight_dtype)
+    args = [packed, _const(weight, weight.dtype.name), correction, rescale]
+    return _call_packed(bb, args, (1, 1), (1, 1), True, packing)
 
 
 def _depthwise_conv(bb, call, plan, correction, rescale):
@@ -241,7 +252,7 @@ def _depthwise_conv(bb, call, plan, correction, rescale):
     )
 
 
-def _call_vnni(bb, args, strides, dilation, rows):
+def _call_packed(bb, args, strides, dilation, rows, packing):
     """The packed conv and its requantize as one kernel. ``op_pattern`` out-elementwise-
     fusable lets FuseOps append the elementwise ops that follow (bias, activation, residual
     add); ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
@@ -253,7 +264,8 @@ def _call_vnni(bb, args, strides, dilation, rows):
         strides,
         dilation,
         rows,
-        primfunc_name_hint="conv2d_nchw4c_vnni",
+        packing.op_name,
+        primfunc_name_hint="conv2d_packed_" + packing.op_name.rsplit("_", 1)[-1],
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
 
