@@ -4,7 +4,10 @@ One process measures every runner on the same batch, the same thread count and t
 warm-up, so the ratios are comparable even on a noisy machine. TVM builds apply whatever the
 tuning database holds for the target (see ``qbench tune``); the report line says how many
 records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; the peaks are
-this project's 2-thread microbenchmark figures (DESIGN.md), override them for another CPU.
+this project's 2-thread register-only microbenchmark figures per CPU class (DESIGN.md, issue
+9: AMD Zen 5 for AVX-512 VNNI, AMD Zen 3 for AVX2); override them for another CPU. Each
+model and batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio
+TVM INT8 / TVM FP32.
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
 """
@@ -20,9 +23,11 @@ from tabulate import tabulate
 from qbench import build, graph, tuning
 from qbench.pipeline import RunOptions, full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
+from qbench.report import cpu_name, int8_kernels_line
 from qbench.runners import TorchRunner, TVMRunner
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+PEAKS = {"AVX-512 VNNI": (258.0, 1040.0), "AVX2": (65.0, 128.0)}  # FP32, INT8 GMAC/s
 
 
 def torch_int8(module, calib, batch_size, shape):
@@ -101,15 +106,16 @@ def measure(model_name, batch, args):
         x, _ = next(full_batches(ctx["images"], ctx["split"].eval, ctx["model"], batch))
         macs = graph.gemm_macs(ctx["imported"].mod)
         found, tuned = runners(ctx, calib)
-    rows, eager = [], None
+    rows, eager, medians = [], None, {}
+    fp32_peak, int8_peak = _peaks(ctx["int8_kernels"]["cpu_class"], args)
     for name, runner in found:
         if isinstance(runner, str):
             rows.append([model_name, batch, name, runner, "", "", ""])
             continue
-        median = float(np.median(runner.time(x, args.warmup, args.repeat)))
+        median = medians[name] = float(np.median(runner.time(x, args.warmup, args.repeat)))
         eager = eager or median
         gmacs = macs / (median / 1e3) / 1e9
-        peak = args.int8_peak if "INT8" in name else args.fp32_peak
+        peak = int8_peak if "INT8" in name else fp32_peak
         rows.append(
             [
                 model_name,
@@ -118,15 +124,27 @@ def measure(model_name, batch, args):
                 f"{median:.2f}",
                 f"{median / eager:.3f}",
                 f"{gmacs:.1f}",
-                f"{100 * gmacs / peak:.1f} %",
+                f"{100 * gmacs / peak:.1f} %" if peak else "not measured",
             ]
         )
+    print(
+        f"{model_name} batch {batch}: CPU {cpu_name()}, {int8_kernels_line(ctx['int8_kernels'])}"
+        f"; TVM INT8 / TVM FP32 = {medians['TVM INT8'] / medians['TVM FP32']:.3f}",
+        file=sys.stderr,
+    )
     print(
         f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "
         f"({tuned['records']} user records, {tuned['pretuned_records']} pre-tuned)",
         file=sys.stderr,
     )
     return rows
+
+
+def _peaks(cpu_class, args):
+    """(FP32, INT8) peak GMAC/s: the flags, else this project's figure for the CPU class,
+    else None (no figure measured for that class)."""
+    fp32, int8 = PEAKS.get(cpu_class, (None, None))
+    return args.fp32_peak or fp32, args.int8_peak or int8
 
 
 def main():
@@ -138,8 +156,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
-    p.add_argument("--fp32-peak", type=float, default=258.0, help="FP32 FMA peak, GMAC/s")
-    p.add_argument("--int8-peak", type=float, default=1040.0, help="INT8 VNNI peak, GMAC/s")
+    p.add_argument("--fp32-peak", type=float, help="FP32 FMA peak, GMAC/s (default: PEAKS)")
+    p.add_argument("--int8-peak", type=float, help="INT8 peak, GMAC/s (default: PEAKS)")
     args = p.parse_args()
     rows = []
     for model_name in args.models.split(","):

@@ -39,6 +39,15 @@ def int8_kernels(target):
     return "avx2" if has_feature(target, "avx2") else None
 
 
+CPU_CLASSES = {"vnni": "AVX-512 VNNI", "avx2": "AVX2"}
+
+
+def cpu_class(target):
+    """The llvm ``target``'s CPU class as qbench's kernels see it: ``"AVX-512 VNNI"``,
+    ``"AVX2"``, or ``"no INT8 fast path"`` (an llvm CPU without AVX2, or another kind)."""
+    return CPU_CLASSES.get(int8_kernels(target), "no INT8 fast path")
+
+
 def register_columns(target):
     """Output columns the packed convs accumulate in registers per tile: 14 with AVX-512's 32
     zmm registers, 6 with 16 ymm (each column takes 2 ymm of 16 lanes)."""

@@ -11,11 +11,11 @@ from . import build, data, frontend, graph, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
-from .lowering import int8_kernels
+from .lowering import cpu_class, int8_kernels
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
-from .quantize.rewrite import rewrite
+from .quantize.rewrite import INT8_PATHS, rewrite
 from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import signoff
 
@@ -103,11 +103,25 @@ def prepare(opts):
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
         ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
-        ctx["int8_mod"] = rewrite(
-            imported.mod, ctx["plans"], opts.quant.simulate, int8_kernels(target)
-        )
+        kernels = int8_kernels(target)
+        ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate, kernels)
+        ctx["int8_kernels"] = _int8_kernels_info(target, ctx["int8_mod"])
         st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
+    if target["kind"] == "llvm" and kernels is None and not opts.quant.simulate:
+        say(
+            "WARNING: this CPU has no INT8 fast path in qbench (needs AVX2 or AVX-512 VNNI): "
+            "INT8 layers run on default schedules and will likely be slower than FP32"
+        )
     return ctx
+
+
+def _int8_kernels_info(target, int8_mod):
+    """The report's ``int8_kernels``: the CPU class and the INT8 layers by kernel path."""
+    paths = int8_mod.attrs.get(INT8_PATHS) if int8_mod.attrs is not None else None
+    return {
+        "cpu_class": cpu_class(target) if target["kind"] == "llvm" else target["kind"],
+        "paths": {str(k): int(v) for k, v in (paths or {}).items()},
+    }
 
 
 def graphs(ctx):

@@ -34,7 +34,7 @@ def environment(target, threads):
         "tvm": tvm.__version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "machine": platform.machine(),
         "threads": threads,
         "target": target,
@@ -52,7 +52,8 @@ def environment_line(env):
     )
 
 
-def _cpu_name():
+def cpu_name():
+    """The CPU model name from /proc/cpuinfo (else the platform's processor string)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
         return re.search(r"model name\s*:\s*(.*)", text).group(1).strip()
@@ -95,6 +96,7 @@ def build_report(ctx, results, wall_s):
         "tuning": ctx["tuning"],
         "layers": _layers(ctx),
         "graph": _graph(ctx["imported"].mod, ctx["int8_mod"]),
+        "int8_kernels": ctx["int8_kernels"],
         "results": results,
         "wall_time_s": round(wall_s, 2),
     }
@@ -303,6 +305,7 @@ def summary_lines(report):
         )
     int8 = sum(la["dtype"] != "float32" for la in report["layers"])
     lines.append(f"layers built in INT8: {int8} of {len(report['layers'])}")
+    lines.append(int8_kernels_line(report["int8_kernels"]))
     failed = [c["name"] for c in s["checks"] if not c["passed"]]
     lines.append(
         f"sign-off: {s['verdict']}" + (f" (failed: {'; '.join(failed)})" if failed else "")
@@ -367,6 +370,13 @@ def check_value_and_limit(check):
         if v != lim or value == limit:
             break
     return v + suffix, f"{op} {lim}{suffix}"
+
+
+def int8_kernels_line(info):
+    """The CPU class and the kernel path of every INT8 layer, e.g. ``CPU class AVX2; INT8
+    kernels: conv2d avx2 33, conv2d depthwise 16, matmul avx2 1``."""
+    paths = ", ".join(f"{path} {n}" for path, n in info["paths"].items()) or "none"
+    return f"CPU class {info['cpu_class']}; INT8 layers by kernel: {paths}"
 
 
 def signoff_table(report, fmt):

@@ -143,6 +143,10 @@ def report():
         "calibration": {"cache_hit": False, "mode": "max"},
         "tuning": {"source": "none", "records": 0, "database": "db", "pretuned_records": 0},
         "graph": {"int8_added_ops": added},
+        "int8_kernels": {
+            "cpu_class": "AVX2",
+            "paths": {"conv2d avx2": 48, "conv2d default": 2, "matmul avx2": 1},
+        },
         "layers": [layer],
         "results": {
             "pytorch_fp32": {
@@ -244,3 +248,13 @@ def test_environment_line_names_cpu_threads_versions_and_target():
     assert line.startswith("Environment: CPU AMD EPYC (x86_64, LLVM mcpu znver3), 2 threads;")
     assert "TVM 0.27.0.post1, PyTorch 2.14.1" in line
     assert '`{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}`' in line
+
+
+def test_int8_kernel_paths_are_named_with_the_cpu_class():
+    from qbench.report import int8_kernels_line
+
+    info = {"cpu_class": "AVX2", "paths": {"conv2d avx2": 48, "conv2d default": 2}}
+    assert int8_kernels_line(info) == (
+        "CPU class AVX2; INT8 layers by kernel: conv2d avx2 48, conv2d default 2"
+    )
+    assert int8_kernels_line({"cpu_class": "cuda", "paths": {}}).endswith("by kernel: none")

@@ -15,6 +15,7 @@ from qbench.kernels.intrin import (
     register_x86_intrinsics,
 )
 from qbench.lowering import has_feature
+from qbench.quantize.rewrite import INT8_PATHS
 
 
 def test_stock_intrinsic_detected_and_replaced():
@@ -155,8 +156,36 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
     kernels = [gv.name_hint for gv in packed.int8_mod.functions]
     assert sum(name.startswith("depthwise_conv2d") for name in kernels) == 2
+    paths = {k: int(v) for k, v in packed.int8_mod.attrs[INT8_PATHS].items()}
+    assert paths == {f"conv2d {path}": 2, "conv2d depthwise": 2, f"matmul {path}": 1}
+    plain_paths = {k: int(v) for k, v in plain.int8_mod.attrs[INT8_PATHS].items()}
+    assert plain_paths == {"conv2d default": 4, "matmul default": 1}
     executable = build.compile(packed.int8_mod, LLVM)
     assert build.assembly(executable).count(PATHS[path][1]) > 0
     np.testing.assert_array_equal(
         run_tvm(executable, x), run_tvm(build.compile(plain.int8_mod, LLVM), x)
     )
+
+
+def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
+    import json
+
+    from qbench.cli import main
+
+    (tmp_path / "m.py").write_text(
+        "from torch import nn\n"
+        "def build():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),\n"
+        "                         nn.Linear(8, 4)).eval(), (3, 12, 12)\n"
+    )
+    baseline = {**LLVM, "mcpu": "x86-64"}  # SSE2 only: no AVX2, no VNNI
+    args = ["run", "--model", f"{tmp_path / 'm.py'}:build", "--data", "synthetic"]
+    args += ["--target", json.dumps(baseline), "--calib-size", "2", "--eval-size", "2"]
+    args += ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
+    assert main(args) in (0, 1)
+    out, err = capsys.readouterr()
+    assert "no INT8 fast path in qbench" in err
+    assert "CPU class no INT8 fast path; INT8 layers by kernel: conv2d default 1" in out
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    assert report["int8_kernels"]["paths"] == {"conv2d default": 1, "matmul default": 1}

@@ -21,6 +21,7 @@ correction and rescale in the kernel).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,8 @@ from ..graph import quantizable_call
 from ..kernels.conv2d import OUT_ELEMWISE_FUSABLE
 from ..kernels.layout import PACKINGS
 from .params import ActivationParams, QuantizedWeight
+
+INT8_PATHS = "qbench_int8_paths"  # module attr: INT8 layers by op and kernel path
 
 
 @dataclass
@@ -52,7 +55,8 @@ def rewrite(mod, plans, simulate=False, kernels=None):
     module docstring).
 
     Returns:
-        A new ``tvm.IRModule``; ``mod`` is unchanged.
+        A new ``tvm.IRModule``; ``mod`` is unchanged. Its ``INT8_PATHS`` attribute counts
+        the INT8 layers by op and ``kernel_path`` (e.g. ``{"conv2d avx2": 20}``).
     Raises:
         ValueError: the number of plans differs from the number of quantizable layers.
     """
@@ -64,6 +68,7 @@ def rewrite(mod, plans, simulate=False, kernels=None):
         def __init__(self, module):
             super().__init__(module)
             self.index = 0
+            self.paths = Counter()
 
         def visit_call_(self, call):
             call = self.visit_expr_post_order(call)
@@ -75,7 +80,9 @@ def rewrite(mod, plans, simulate=False, kernels=None):
             if not plan.quantized:
                 return call
             if simulate:
+                self.paths[f"{kind} simulated"] += 1
                 return _simulated(self.builder_.emit, call, kind, plan)
+            self.paths[f"{kind} {kernel_path(call, kind, kernels)}"] += 1
             return _integer(self.builder_, call, kind, plan, kernels)
 
     rewriter = _Rewriter(mod)
@@ -84,7 +91,18 @@ def rewrite(mod, plans, simulate=False, kernels=None):
             rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
     if rewriter.index != len(plans):
         raise ValueError(f"rewrite: {len(plans)} plans for {rewriter.index} quantizable layers")
-    return rewriter.builder_.get()
+    return rewriter.builder_.get().with_attr(INT8_PATHS, dict(sorted(rewriter.paths.items())))
+
+
+def kernel_path(call, kind, kernels):
+    """The kernel an INT8 ``conv2d``/``matmul`` layer runs on: ``"depthwise"`` (qbench's
+    depthwise kernel), the packed kernel's name (``kernels``: ``"vnni"``, ``"avx2"``), or
+    ``"default"`` (TVM's integer op on qbench's default schedule)."""
+    if kernels and _depthwise(call, kind):
+        return "depthwise"
+    if kernels and _packable(call, kind):
+        return kernels
+    return "default"
 
 
 def _const(array, dtype):
@@ -120,11 +138,12 @@ def _integer(bb, call, kind, plan, kernels):
     correction = act.zero_point * sums
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
     constants = _const(correction, "int32"), _const(rescale, "float32")
-    if kernels and _depthwise(call, kind):
+    path = kernel_path(call, kind, kernels)
+    if path == "depthwise":
         return _depthwise_conv(bb, call, plan, *constants)
-    if kernels and _packable(call, kind):
+    if path in PACKINGS:
         emit = _packed_dense if kind == "matmul" else _packed_conv
-        return emit(bb, call, plan, *constants, PACKINGS[kernels])
+        return emit(bb, call, plan, *constants, PACKINGS[path])
     acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
