@@ -4,8 +4,10 @@ import argparse
 import logging
 import math
 import os
+import signal
 import sys
 import textwrap
+import threading
 import traceback
 
 from .errors import QBenchError, UserError
@@ -220,7 +222,9 @@ def _add_tuning_options(r):
 
 
 def _skip_list(text):
-    return tuple(int(s) if s.strip().isdigit() else s.strip() for s in text.split(",") if s.strip())
+    """``--skip-layers`` text -> layer indices (ASCII digits) and names."""
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    return tuple(int(s) if s.isascii() and s.isdigit() else s for s in items)
 
 
 def _check_args(args):
@@ -256,6 +260,9 @@ def _check_args(args):
                 valid = valid.replace("[0,", "(0,").replace(">= 0", "> 0")
             flag = "--" + name.replace("_", "-")
             raise UserError(f"{flag} {value}: must be a finite number {valid}")
+    for flag, values in (("--mean", args.mean), ("--std", args.std)):
+        if values and not all(math.isfinite(v) for v in values):
+            raise UserError(f"{flag} {values}: every value must be a finite number")
     if args.std and min(abs(v) for v in args.std) == 0:
         raise UserError(f"--std {args.std}: every value must be non-zero")
     graphs = set(args.tune_graphs.split(","))
@@ -331,6 +338,12 @@ def _tune(args):
             f"in {s.seconds:.0f} s"
             + (f"; stopped by {s.stopped}" if s.stopped else "")
             + (f"; rejected: {', '.join(s.rejected)}" if s.rejected else "")
+            + (
+                f"; {s.failed} kernels got no valid measurement (build or run errors; tuned "
+                "again next time)"
+                if s.failed
+                else ""
+            )
         )
         stopped.add(s.stopped)
     return EXIT_INTERRUPTED if "Ctrl-C" in stopped else EXIT_PASS
@@ -443,6 +456,35 @@ def _set_verbosity(verbose):
     logging.getLogger("qbench").setLevel(logging.INFO if verbose else logging.WARNING)
 
 
+class _InterruptCounter:
+    """A SIGINT handler that counts Ctrl-C, then raises ``KeyboardInterrupt`` as Python's own
+    does. TVM catches exceptions raised inside its callbacks and re-raises its own error
+    kinds (seen: ``RuntimeError`` from ``compute_inline`` during a build), so ``main`` asks
+    the counter whether an error came from a Ctrl-C (exit 130, not an internal error)."""
+
+    def __init__(self):
+        self.count = 0
+        self.previous = None
+
+    def __enter__(self):
+        self.count = 0
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *_exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+    def _handle(self, _signum, _frame):
+        self.count += 1
+        raise KeyboardInterrupt
+
+
+_INTERRUPTS = _InterruptCounter()
+
+
 def main(argv=None):
     """Run one ``qbench`` command; return its exit code (see ``EPILOG``)."""
     from .progress import give_bars_a_width
@@ -450,6 +492,12 @@ def main(argv=None):
     give_bars_a_width()
     args = _parser().parse_args(argv)
     _set_verbosity(getattr(args, "verbose", False))
+    with _INTERRUPTS:
+        return _dispatch(args)
+
+
+def _dispatch(args):
+    """Run the parsed command and map its outcome to an exit code."""
     try:
         commands = {
             "models": lambda: _models(args.pattern, args.reports_dir),
@@ -468,6 +516,9 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PASS
     except Exception:  # noqa: BLE001 - a bug, not a verdict: keep it apart from exit code 1
+        if _INTERRUPTS.count:  # TVM turned the KeyboardInterrupt into its own error
+            print("qbench: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         traceback.print_exc()
         print(
             "qbench: internal error (a bug in qbench or TVM; see the traceback above)",

@@ -270,12 +270,18 @@ def _folder(root):
     if (root / "labels.csv").is_file():
         return _flat(root)
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    files = sorted(p for p in root.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if classes and files:
+        raise UserError(
+            f"--data {root}: holds both images ({files[0].name}, ...) and sub-folders "
+            f"({classes[0]}, ...); valid: class folders only (ImageFolder layout), or images "
+            "with a labels.csv, or images alone (unlabelled)"
+        )
     if not classes:
-        files = sorted(p for p in root.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise UserError(f"--data {root}: no images and no labels.csv")
         return ImageSet(str(root), [_pil_loader(f) for f in files], None, [f.name for f in files])
-    numeric = all(c.isdigit() for c in classes)
+    numeric = all(_is_index(c) for c in classes)
     files, labels = [], []
     for idx, cls in enumerate(classes):
         for f in sorted((root / cls).iterdir()):
@@ -293,23 +299,53 @@ def _folder(root):
     return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys, False, source)
 
 
-def _flat(root):
+def _is_index(text):
+    """True for a non-negative integer written in ASCII digits."""
+    text = str(text).strip()
+    return text.isascii() and text.isdigit()
+
+
+def _read_labels_csv(path):
+    """The rows of a ``file,label`` CSV, names and values stripped of spaces; a UTF-8 byte
+    order mark (Excel's) is allowed.
+
+    Raises:
+        UserError: unreadable, not UTF-8, without the two columns, or without rows.
+    """
     try:
-        with open(root / "labels.csv", newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            rows = list(reader)
+            fields = [str(name).strip() for name in reader.fieldnames or ()]
+            rows = [
+                {str(k).strip(): str(v or "").strip() for k, v in row.items() if k is not None}
+                for row in reader
+            ]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise UserError(f"--data {root}/labels.csv: cannot read ({type(e).__name__}: {e})") from e
-    if not {"file", "label"} <= set(reader.fieldnames or ()):
-        raise UserError(f"--data {root}/labels.csv: needs the columns file,label")
+        raise UserError(f"--data {path}: cannot read ({type(e).__name__}: {e})") from e
+    if not {"file", "label"} <= set(fields):
+        raise UserError(f"--data {path}: needs the columns file,label; found: {fields}")
     if not rows:
-        raise UserError(f"--data {root}/labels.csv: lists no images")
-    bad = [(i + 2, r["label"]) for i, r in enumerate(rows) if not str(r["label"]).strip().isdigit()]
+        raise UserError(f"--data {path}: lists no images")
+    return rows
+
+
+def _flat(root):
+    rows = _read_labels_csv(root / "labels.csv")
+    bad = [(i + 2, r["label"]) for i, r in enumerate(rows) if not _is_index(r["label"])]
     if bad:
         raise UserError(
             f"--data {root}/labels.csv: line {bad[0][0]}: label {bad[0][1]!r} is not "
             "a class index (a non-negative integer)"
         )
+    seen = {}
+    for i, r in enumerate(rows):
+        if r["file"] in seen:
+            raise UserError(
+                f"--data {root}/labels.csv: line {i + 2}: {r['file']} is listed again (first on "
+                f"line {seen[r['file']] + 2}); each image once, so calibration and evaluation "
+                "stay disjoint"
+            )
+        seen[r["file"]] = i
     missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
     if missing:
         raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")

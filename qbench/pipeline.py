@@ -285,6 +285,7 @@ def _results(runners, logits, labels, latency):
         entry = {"latency": latency_stats(latency[r.name]), "latency_samples_ms": latency[r.name]}
         if r.name == "pytorch_fp32":
             entry["metrics"] = accuracy_metrics(ref, labels) if labels is not None else {}
+            entry["metrics"]["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
         else:
             entry["metrics"] = compare_logits(ref, logits[r.name], labels)
         results[r.name] = entry

@@ -6,7 +6,8 @@ def signoff(
 ):
     """Check the builds against thresholds.
 
-    Checks: TVM FP32 and INT8 logits are finite; both builds reach ``min_top1_agreement``
+    Checks: the PyTorch reference's logits are finite (agreement with NaN means nothing);
+    TVM FP32 and INT8 logits are finite; both builds reach ``min_top1_agreement``
     with PyTorch (an FP32 miss is a compiler or import fault, not quantization); the INT8
     top-1 accuracy drop stays within ``max_accuracy_drop`` where the data has labels; at
     least one layer runs in INT8; the weights are not random.
@@ -25,7 +26,8 @@ def signoff(
         as %), ``"points"`` (percentage points), ``"count"``, or ``"flag"`` (1 yes, 0 no;
         ``detail`` says why).
     """
-    checks = []
+    reference = results["pytorch_fp32"]["metrics"].get("nonfinite_logits", 0)
+    checks = [_check("PyTorch FP32 non-finite logits", reference, "<=", 0, "count")]
     for name in ("tvm_fp32", "tvm_int8"):
         m, label = results[name]["metrics"], name.removeprefix("tvm_").upper()
         checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0, "count"))

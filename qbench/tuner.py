@@ -44,6 +44,7 @@ class TuneSummary:
     seconds: float
     stopped: str = ""
     rejected: list = field(default_factory=list)
+    failed: int = 0  # kernels measured without one valid record (tuned again next time)
 
 
 class _Stop(Exception):
@@ -118,9 +119,9 @@ def tune_tasks_of(
     extracted = ms.relax_integration.extract_tasks(lowered, tvm.target.Target(target))
     extracted = [t for t in extracted if not _scheduled(t) and _reduces(t)]
     dbs = [database] + ([merged_database(known)] if known else [])
-    pending = [t for t in extracted if not any(d.has_workload(t.dispatched[0]) for d in dbs)]
+    pending = [t for t in extracted if not any(_has_valid_record(d, t.dispatched[0]) for d in dbs)]
     budgets = trial_budgets([_flops(t) * t.weight for t in pending], trials_per_task)
-    stopped, tuned = "", 0
+    stopped, tuned, failed = "", 0, 0
     with tqdm(total=sum(budgets), desc=label, unit="trial") as bar, StopOnInterrupt() as stop:
         for trials, tasks in _chunks(pending, budgets):
             stopped = _why_stop(stop, deadline)
@@ -132,13 +133,15 @@ def tune_tasks_of(
             except Exception:
                 if not progress.stopped:
                     raise
-            tuned += len(progress.best) if progress.stopped else len(tasks)
+            tuned += sum(math.isfinite(b) for b in progress.best.values())
+            failed += sum(not math.isfinite(b) for b in progress.best.values())
             stopped = progress.stopped
             if stopped:
                 break
     bad = check_records(extracted, target, folder)
     skipped = len(extracted) - len(pending)
-    return TuneSummary(len(extracted), tuned, skipped, time.time() - start, stopped, bad)
+    seconds = time.time() - start
+    return TuneSummary(len(extracted), tuned, skipped, seconds, stopped, bad, failed)
 
 
 def _chunks(tasks, budgets):
@@ -208,6 +211,18 @@ class _Progress(PyMeasureCallback):
         self.stopped = _why_stop(self.interrupt, self.deadline)
         if self.stopped:
             raise _Stop(self.stopped)
+
+
+FAILED_RUN_SECS = 1e9  # MetaSchedule stores 1e10 s for a candidate that failed to build or run
+
+
+def _has_valid_record(database, mod):
+    """True when ``database`` holds a measured record of ``mod`` (not only failed ones)."""
+    if not database.has_workload(mod):
+        return False
+    top = database.get_top_k(database.commit_workload(mod), 1)
+    secs = _mean(top[0].run_secs) if top else None
+    return secs is not None and secs < FAILED_RUN_SECS
 
 
 def _mean(run_secs):

@@ -45,7 +45,7 @@ def record_count(folder):
     path = Path(folder) / RECORDS
     if not path.is_file():
         return 0
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         return sum(1 for line in f if line.strip())
 
 

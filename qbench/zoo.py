@@ -157,10 +157,13 @@ def _fit_channels(pre, channels):
 
 def state_digest(module):
     """sha256 (hex) over a module's state dict, names and bytes, in key order."""
+    import torch
+
     h = hashlib.sha256()
     for key, value in module.state_dict().items():
         h.update(key.encode())
-        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+        raw = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)  # any dtype
+        h.update(raw.numpy().tobytes())
     return h.hexdigest()
 
 
@@ -310,12 +313,12 @@ def _call_user_function(spec_text, file, func_name):
         raise
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
         raise UserError(f"--model {spec_text}: {type(e).__name__}: {e}") from e
-    module, extra = result if isinstance(result, tuple) else (result, {})
     if isinstance(result, tuple) and len(result) != 2:
         raise UserError(
             f"--model {spec_text}: returned {len(result)} values; valid: a module, "
             "or (module, input_shape), or (module, dict)"
         )
+    module, extra = result if isinstance(result, tuple) else (result, {})
     if not isinstance(module, torch.nn.Module):
         raise UserError(
             f"--model {spec_text}: returned {type(module).__name__}, not a torch.nn.Module"

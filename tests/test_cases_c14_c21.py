@@ -420,3 +420,21 @@ def test_c21_reductions_of_length_one_build_and_match(model):
     ref = torch_out(module, x)
     assert np.abs(q.run("fp32", x) - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
     assert np.abs(q.run("int8", x) - ref).max() <= 0.05 * np.abs(ref).max()
+
+
+def test_non_finite_normalisation_is_refused(tmp_path, capsys, models):
+    args = ["--model", f"{models}:square", "--data", "synthetic", "--mean", "nan", "0.5", "0.5"]
+    assert _cli(tmp_path, *args) == 2
+    _refused(capsys, tmp_path, "--mean", "finite")
+
+
+def test_bfloat16_model_and_bad_returns_exit_2(tmp_path, capsys, models):
+    models.write_text(
+        MODELS.replace("FACTOR", "1.0")
+        + "\ndef bf16():\n    return Wide().to(torch.bfloat16).eval(), (3, 16, 16)\n"
+        + "\ndef three():\n    return Wide().eval(), (3, 16, 16), 'x'\n"
+    )
+    assert _cli(tmp_path, "--model", f"{models}:bf16", "--data", "synthetic") == 2
+    _refused(capsys, tmp_path, "bfloat16", "only float32 models are supported yet")
+    assert _cli(tmp_path, "--model", f"{models}:three", "--data", "synthetic") == 2
+    _refused(capsys, tmp_path, "returned 3 values")

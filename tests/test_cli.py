@@ -425,3 +425,29 @@ def test_random_weights_are_announced_first_and_every_stage_has_a_line(
     assert [c["name"] for c in _report(tmp_path)["signoff"]["checks"] if not c["passed"]] == [
         "trained weights"
     ]
+
+
+def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys):
+    import os
+    import signal
+    import time
+
+    from qbench import cli
+
+    def converted():  # what TVM does to a KeyboardInterrupt raised inside its callbacks
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise RuntimeError("error from TVM") from None
+
+    monkeypatch.setattr(cli, "_models", lambda *_: converted())
+    assert main(["models"]) == 130
+    assert "qbench: interrupted" in capsys.readouterr().err
+
+    def bug(*_):
+        raise RuntimeError("a real bug")
+
+    monkeypatch.setattr(cli, "_models", bug)
+    assert main(["models"]) == 3  # without a Ctrl-C the same error is an internal error
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -115,3 +115,33 @@ def test_unreadable_labels_csv_is_a_user_error_naming_it(tmp_path):
     (tmp_path / "labels.csv").write_bytes(b"file,label\n\xff\xfe\x00img0.png,1\n")
     with pytest.raises(UserError, match="labels.csv: cannot read"):
         data.open_source(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "content, text",
+    [
+        (b"", "needs the columns file,label; found: []"),
+        ("label,file\nimg0.png,\u00b2\n".encode(), "is not a class index"),
+        (b"file,label\nimg0.png,1\nimg1.png,2\nimg0.png,3\n", "line 4: img0.png is listed again"),
+    ],
+)
+def test_labels_csv_faults_are_user_errors(tmp_path, content, text):
+    _write_images(tmp_path, 2)
+    (tmp_path / "labels.csv").write_bytes(content)
+    with pytest.raises(UserError, match=text.replace("[", r"\[").replace("]", r"\]")):
+        data.open_source(str(tmp_path))
+
+
+def test_excel_bom_and_spaces_in_labels_csv_are_read(tmp_path):
+    names = _write_images(tmp_path, 2)
+    text = f"\ufefffile, label\n {names[0]} , 3\n{names[1]},4\n"
+    (tmp_path / "labels.csv").write_text(text, encoding="utf-8")
+    images = data.open_source(str(tmp_path))
+    assert images.labels == [3, 4] and images.keys == names
+
+
+def test_images_beside_class_folders_are_refused(tmp_path):
+    _write_images(tmp_path, 3)
+    _write_images(tmp_path / "thumbs", 2)
+    with pytest.raises(UserError, match="holds both images .* and sub-folders"):
+        data.open_source(str(tmp_path))

@@ -55,6 +55,7 @@ def test_every_check_names_the_unit_of_its_value_and_limit():
     out = signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0, quantized_layers=3)
     units = {c["name"]: c["unit"] for c in out["checks"]}
     assert units == {
+        "PyTorch FP32 non-finite logits": "count",
         "FP32 non-finite logits": "count",
         "FP32 top-1 agreement": "fraction",
         "INT8 non-finite logits": "count",
@@ -64,3 +65,11 @@ def test_every_check_names_the_unit_of_its_value_and_limit():
     }
     keys = {"name", "value", "op", "limit", "passed", "unit"}
     assert all(set(c) == keys for c in out["checks"])  # the JSON keys of schema 1, plus unit
+
+
+def test_non_finite_reference_logits_fail_the_sign_off():
+    results = _results(1.0, 0.9, 0.9)
+    results["pytorch_fp32"]["metrics"]["nonfinite_logits"] = 40
+    out = signoff(results, 0.97, 1.0, quantized_layers=3)
+    failed = [c["name"] for c in out["checks"] if not c["passed"]]
+    assert out["verdict"] == "FAIL" and failed == ["PyTorch FP32 non-finite logits"]

@@ -172,3 +172,23 @@ def test_record_slower_than_default_schedule_is_rejected():
     slow.reorder(*reversed(slow.get_loops(slow.get_sblock("y"))))
     record = SimpleNamespace(trace=slow.trace)
     assert recordcheck._fault(mod, record, LLVM).startswith("slower than the default schedule")
+
+
+def test_a_workload_with_only_failed_records_is_tuned_again():
+    from tvm.s_tir import meta_schedule as ms
+
+    from qbench import dbfiles
+    from qbench.tuner import _has_valid_record
+
+    (shipped,) = tuning.PRETUNED_ROOT.iterdir()
+    workload, record = dbfiles.read_folder(shipped).records[0]
+    for secs, valid in [(1e10, False), (2e-5, True)]:  # MetaSchedule stores 1e10 s on failure
+        db = ms.database.MemoryDatabase()
+        committed = db.commit_workload(workload.mod)
+        db.commit_tuning_record(
+            ms.database.TuningRecord(
+                record.trace, committed, [secs], record.target, record.args_info
+            )
+        )
+        assert _has_valid_record(db, workload.mod) is valid
+    assert not _has_valid_record(ms.database.MemoryDatabase(), workload.mod)

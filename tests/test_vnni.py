@@ -42,6 +42,8 @@ def test_conv_weight_packing_indices():
 
 def test_register_block():
     assert [register_block(w) for w in (56, 28, 14, 7, 13, 1, 112)] == [14, 14, 14, 7, 13, 1, 14]
+    # AVX2's limit of 6: divisors up to 6, or up to 8 where those leave fewer than 4 columns
+    assert [register_block(w, 6) for w in (56, 28, 14, 7, 13, 1)] == [4, 4, 7, 7, 1, 1]
 
 
 # per INT8 kernel path: the LLVM feature it needs, its instruction, a CPU of that class
@@ -189,3 +191,26 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
     (folder,) = (tmp_path / "r").iterdir()
     report = json.loads((folder / "report.json").read_text())
     assert report["int8_kernels"]["paths"] == {"conv2d default": 1, "matmul default": 1}
+
+
+@pytest.mark.parametrize(
+    "mcpu, path",
+    [
+        ("znver5", "vnni"),  # AMD Zen 5: AVX-512 VNNI
+        ("icelake-server", "vnni"),
+        ("skylake-avx512", "avx2"),  # AVX-512BW without VNNI: the int16 vpmaddwd kernel
+        ("alderlake", "avx2"),  # AVX-VNNI (256-bit) has no kernel of its own yet
+        ("znver3", "avx2"),
+        ("haswell", "avx2"),
+        ("x86-64", None),  # SSE2 only: default schedules, said on the console
+    ],
+)
+def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(mcpu, path):
+    from qbench.lowering import int8_kernels
+
+    target = {**LLVM, "mcpu": mcpu}
+    assert int8_kernels(target) == path
+    if path:
+        w = np.ones((16, 8, 3, 3), np.int8)
+        module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
+        assert build.assembly(build.compile(module, target)).count(PATHS[path][1]) >= 4
