@@ -27,6 +27,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from .dbfiles import merged_database
+from .kernels.intrin import skip_tensor_intrin_package
 from .recordcheck import check_records
 
 MAX_TRIALS_PER_ITER = 64  # MetaSchedule's default measurement batch
@@ -175,6 +176,7 @@ def _tune_group(tasks, trials, folder, database, progress):
         ms_logger.removeHandler(handler)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, str(folder))
     ms.tune_tasks(
+        builder=ms.builder.LocalBuilder(initializer=skip_tensor_intrin_package),
         tasks=contexts,
         task_weights=weights,
         work_dir=str(folder),
@@ -241,7 +243,7 @@ def _reduces(task):
     """Only kernels with a reduction are worth a search: for the injective ones (packing,
     padding, quantize, elementwise), qbench's default schedule is a parallel vector loop that
     runs near memory speed (resnet18 INT8: all 16 of them, 0.3 ms together), while each
-    MetaSchedule trial costs 15-20 s here."""
+    MetaSchedule trial costs seconds."""
     from tvm import s_tir, tirx
 
     sch = s_tir.Schedule(task.dispatched[0])

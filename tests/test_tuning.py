@@ -126,7 +126,8 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
     # 2 convs: qbench's FP32 kernels on every x86 CPU; its INT8 kernels with VNNI or AVX2
     assert kernels["tvm_fp32"]["hand"] == 2, kernels
     assert kernels["tvm_int8"]["hand"] == (2 if int8_kernels(LLVM) else 0), kernels
-    assert kernels["tvm_fp32"]["tuned"] + kernels["tvm_int8"]["tuned"] <= len(kept)
+    # one kept record may serve both graphs (the same `mean` kernel), never more kernels each
+    assert kernels["tvm_fp32"]["tuned"] <= len(kept) and kernels["tvm_int8"]["tuned"] <= len(kept)
     # the same records, shipped as pre-tuned, with an empty user database
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "db")
     main(["run", *_tiny_args(tmp_path, "empty")])
@@ -146,9 +147,15 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
 
 @pytest.mark.slow
 def test_run_tune_with_time_budget_stops_and_keeps_records(tmp_path, monkeypatch):
+    from qbench import tuner
+
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
-    # 18 s: the first kernels' measurements end after it, so tuning stops at that join
-    main(["run", "--tune", *_tiny_args(tmp_path), "--trials", "4", "--time-budget", "0.3"])
+    # the budget runs out during the first measurements: the check before the first chunk
+    # passes, the one after the first measured batch stops (a wall-clock budget would make
+    # the test depend on this machine's speed; the clock itself is tested without tuning)
+    checks = iter(["", "--time-budget"])
+    monkeypatch.setattr(tuner, "_why_stop", lambda *_: next(checks, "--time-budget"))
+    main(["run", "--tune", *_tiny_args(tmp_path), "--trials", "4", "--time-budget", "60"])
     (folder,) = (tmp_path / "db").iterdir()
     t = _tuning_report(tmp_path, "db")["tuning"]
     assert t["source"] == "fresh tuning + user database"
@@ -192,3 +199,15 @@ def test_a_workload_with_only_failed_records_is_tuned_again():
         )
         assert _has_valid_record(db, workload.mod) is valid
     assert not _has_valid_record(ms.database.MemoryDatabase(), workload.mod)
+
+
+def test_time_budget_and_ctrl_c_stop_reasons():
+    import time
+    from types import SimpleNamespace
+
+    from qbench.tuner import _why_stop
+
+    calm, interrupted = SimpleNamespace(requested=False), SimpleNamespace(requested=True)
+    assert _why_stop(calm, None) == "" and _why_stop(calm, time.time() + 60) == ""
+    assert _why_stop(calm, time.time() - 1) == "--time-budget"
+    assert _why_stop(interrupted, time.time() + 60) == "Ctrl-C"

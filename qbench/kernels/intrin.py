@@ -93,6 +93,26 @@ def register_x86_intrinsics():
         raise
 
 
+def skip_tensor_intrin_package():
+    """Make ``import tvm.s_tir.tensor_intrin`` a no-op in this process: an empty package
+    (with the real ``__path__``, so a submodule can still be imported by name).
+
+    For MetaSchedule's builder workers (``LocalBuilder(initializer=...)``): TVM 0.27's build
+    function imports that package in every fresh worker, which costs 30-74 s (see
+    ``register_x86_intrinsics``) against the builder's 30 s timeout, so every trial failed.
+    The modules a worker builds are already scheduled and tensorized: it looks no intrinsic up.
+    """
+    import types
+
+    import tvm.s_tir
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(Path(tvm.s_tir.__file__).parent / "tensor_intrin")]
+        sys.modules[name] = package
+
+
 def needs_fix():
     """Whether the registered ``dot_16x4_vnni`` is the one LLVM >= 22 rejects."""
     from tvm.target import codegen
