@@ -8,6 +8,10 @@ Layouts (the blocking of TVM's x86 ``conv2d_NCHWc_int8``; Intel's oneDNN blocks 
 
 The innermost 16 output channels by 4 input channels are exactly one ``vpdpbusd``: 4 bytes of
 data broadcast against 64 bytes of weights, accumulated into 16 int32 lanes.
+
+For AVX2 (``AVX2_OP_NAME``) the same kernel takes NCHW2c data and OIHW16o2i weights, both
+widened to int16: the innermost 16 output by 2 input channels are two ``vpmaddwd`` (an int16
+pair of data broadcast against 16 int16 weights each), exact in int32.
 """
 
 from tvm import te
