@@ -36,12 +36,11 @@ def make_plans(layers, ranges, config):
         config: the ``QuantConfig``.
     """
     plans = []
-    for layer, reason in zip(layers, fp32_reasons(layers, config), strict=True):
+    for layer, reason, weight in _decisions(layers, config):
         if reason:
             plans.append(LayerPlan(reason=reason))
             continue
         r = ranges[layer.name]
-        weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel)
         plans.append(LayerPlan(activation_params(r.lo, r.hi), weight))
     return plans
 
@@ -54,18 +53,23 @@ def fp32_reasons(layers, config):
     Raises:
         UserError: a ``--skip-layers`` entry matches no layer.
     """
+    return [reason for _, reason, _ in _decisions(layers, config)]
+
+
+def _decisions(layers, config):
+    """(layer, reason it stays FP32 or "", its ``QuantizedWeight`` or None) per layer."""
     check_skip_layers(config.skip_layers, layers)
     first_conv = next((la.index for la in layers if la.op == "conv2d"), None)
-    reasons = []
+    out = []
     for layer in layers:
-        reason = _skip_reason(layer, config, first_conv)
+        reason, weight = _skip_reason(layer, config, first_conv), None
         if not reason:
             weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel)
             reason = overflow_reason(weight.q, layer.channel_axis)
             if reason:
                 log.warning("layer %d %s: kept in FP32: %s", layer.index, layer.name, reason)
-        reasons.append(reason)
-    return reasons
+        out.append((layer, reason, weight))
+    return out
 
 
 def accumulator_bound(q, channel_axis):
