@@ -104,7 +104,7 @@ def build(mod, target, databases=(), schedules=None):
     return relax.VirtualMachine(executable, device_for(target))
 
 
-def compile(mod, target, databases=(), schedules=None):  # noqa: A001  (the TVM verb)
+def compile(mod, target, databases=(), schedules=None, hand_kernels=True):  # noqa: A001
     """Compile ``mod`` for ``target``.
 
     On llvm: ``lowering.cpu_pipeline`` (qbench's hand-scheduled kernels, then the tuning
@@ -117,6 +117,8 @@ def compile(mod, target, databases=(), schedules=None):  # noqa: A001  (the TVM 
         databases: MetaSchedule database folders (``tuning.databases``) applied first.
         schedules: optional dict, filled on llvm with the kernel counts by schedule source
             (``hand``, ``tuned``, ``default``; see ``lowering.cpu_pipeline``).
+        hand_kernels: False compiles TVM's own ops only on llvm (no ``kernels.select``):
+            the reference qbench's kernels are checked against.
 
     Returns:
         the ``tvm.relax.VMExecutable``.
@@ -127,7 +129,7 @@ def compile(mod, target, databases=(), schedules=None):  # noqa: A001  (the TVM 
     from .lowering import SCHEDULE_COUNTS
     from .tuning import apply
 
-    lowered = apply(mod, target, databases)
+    lowered = apply(mod, target, databases, hand_kernels)
     counts = lowered.attrs.get(SCHEDULE_COUNTS) if lowered.attrs is not None else None
     if schedules is not None and counts is not None:
         schedules.update({k: int(v) for k, v in counts.items()})

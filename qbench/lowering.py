@@ -1,68 +1,34 @@
-"""The CPU compile pipeline: FP32 convs to the packed kernel, legalize and fuse, schedule,
-then ``relax.build``.
+"""The CPU compile pipeline: kernel selection (``kernels.select``), legalize and fuse,
+schedule, then ``relax.build``.
 
-Order matters: qbench's hand-scheduled kernels (VNNI conv/dense, FP32 packed conv, depthwise)
-are scheduled first, so MetaSchedule neither tunes nor replaces them (it skips kernels marked
-scheduled); then the tuning databases; then ``CpuFallback`` for whatever no record covers.
+Order matters: qbench's hand-scheduled kernels (packed INT8 and FP32 conv/dense, depthwise,
+max pooling) are scheduled first, so MetaSchedule neither tunes nor replaces them (it skips
+kernels marked scheduled); then the tuning databases; then ``CpuFallback`` for whatever no
+record covers.
 It follows the steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 """
 
 SCHEDULE_COUNTS = "qbench_schedules"  # module attr: kernels by schedule source
 
 
-INT8_KERNELS = ("vnni", "avx2")  # qbench's packed INT8 conv/dense kernels, by CPU feature
-
-
-def has_feature(target, feature):
-    """True when ``target`` (a dict or ``tvm.target.Target``) is an llvm CPU with the LLVM
-    ``feature`` (e.g. ``avx2``)."""
-    import tvm
-    from tvm.target import codegen
-
-    target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
-    if target.kind.name != "llvm":
-        return False
-    return bool(codegen.target_has_features(feature, target))
-
-
-def has_vnni(target):
-    """True when the target dict is an llvm CPU with AVX-512 VNNI (``vpdpbusd``)."""
-    return has_feature(target, "avx512vnni")
-
-
-def int8_kernels(target):
-    """Which of qbench's packed INT8 conv/dense kernels the llvm ``target`` runs: ``"vnni"``
-    (AVX-512 VNNI ``vpdpbusd`` on uint8 x int8), ``"avx2"`` (AVX2 ``vpmaddwd`` on int16 pairs,
-    exact), or None (other CPUs: the plain integer graph on default schedules)."""
-    if has_vnni(target):
-        return "vnni"
-    return "avx2" if has_feature(target, "avx2") else None
-
-
-CPU_CLASSES = {"vnni": "AVX-512 VNNI", "avx2": "AVX2"}
-
-
-def cpu_class(target):
-    """The llvm ``target``'s CPU class as qbench's kernels see it: ``"AVX-512 VNNI"``,
-    ``"AVX2"``, or ``"no INT8 fast path"`` (an llvm CPU without AVX2, or another kind)."""
-    return CPU_CLASSES.get(int8_kernels(target), "no INT8 fast path")
-
-
 def register_columns(target):
     """Output columns the packed convs accumulate in registers per tile: 14 with AVX-512's 32
     zmm registers, 6 with 16 ymm (each column takes 2 ymm of 16 lanes)."""
     from .kernels.conv2d import AVX2_REGISTER_COLUMNS, REGISTER_COLUMNS
+    from .targets import has_feature
 
     return REGISTER_COLUMNS if has_feature(target, "avx512f") else AVX2_REGISTER_COLUMNS
 
 
-def cpu_pipeline(target, databases=(), fallback=True):
+def cpu_pipeline(target, database=None, fallback=True, hand_kernels=True):
     """A module pass lowering a Relax module for the llvm ``target`` (dict).
 
     Args:
-        databases: MetaSchedule database folders whose best records are applied.
+        database: a MetaSchedule database whose best records are applied, or None.
         fallback: give the remaining kernels ``CpuFallback`` schedules (False leaves them
             unscheduled, as MetaSchedule's task extraction needs).
+        hand_kernels: put layers on qbench's kernels (``kernels.select``); False lowers
+            TVM's own ops only (the reference the kernels are checked against).
 
     The lowered module's ``SCHEDULE_COUNTS`` attribute counts its kernels by where their
     schedule came from: ``hand`` (qbench's kernels), ``tuned`` (a database record),
@@ -73,16 +39,16 @@ def cpu_pipeline(target, databases=(), fallback=True):
     from tvm.relax import transform
     from tvm.s_tir import dlight
 
-    from .kernels.fp32_pass import pack_fp32_convs
     from .kernels.intrin import ensure_vnni_intrin
     from .kernels.schedules import CpuFallback, HandKernels
-    from .tuning import union_database
+    from .kernels.select import select_kernels
 
     ensure_vnni_intrin()
 
     @tvm.transform.module_pass(opt_level=0)
     def _lower(mod, _ctx):
-        mod = pack_fp32_convs(mod)
+        if hand_kernels:
+            mod = select_kernels(mod, target)
         with tvm.target.Target(target):  # no database here: the zero pipeline would apply it
             mod = tvm.transform.Sequential(
                 [
@@ -93,8 +59,8 @@ def cpu_pipeline(target, databases=(), fallback=True):
                 ]
             )(mod)
             hand = scheduled_kernels(mod)
-            if databases:
-                mod = apply_records(mod, union_database(databases), target)
+            if database is not None:
+                mod = apply_records(mod, database, target)
             tuned = scheduled_kernels(mod) - hand
             if fallback:
                 mod = dlight.ApplyDefaultSchedule(CpuFallback())(mod)

@@ -2,6 +2,7 @@
 
 import logging
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -11,11 +12,11 @@ from . import build, data, frontend, graph, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
-from .lowering import cpu_class, int8_kernels
+from .kernels import select
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
-from .quantize.rewrite import INT8_PATHS, rewrite
+from .quantize.rewrite import rewrite
 from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import signoff
 
@@ -103,25 +104,33 @@ def prepare(opts):
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
         ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
-        kernels = int8_kernels(target)
-        ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate, kernels)
-        ctx["int8_kernels"] = _int8_kernels_info(target, ctx["int8_mod"])
+        ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate)
+        ctx["int8_kernels"] = _int8_kernels_info(ctx, opts.quant.simulate)
         st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
-    if target["kind"] == "llvm" and kernels is None and not opts.quant.simulate:
+    no_fast_path = ctx["int8_kernels"]["cpu_class"] == select.NO_FAST_PATH
+    if no_fast_path and not opts.quant.simulate:
         say(
-            "WARNING: this CPU has no INT8 fast path in qbench (needs AVX2 or AVX-512 VNNI): "
-            "INT8 layers run on default schedules and will likely be slower than FP32"
+            "WARNING: this CPU has no INT8 fast path in qbench (needs one of: "
+            f"{', '.join(select.cpu_classes())}): INT8 conv2d/matmul layers run on default "
+            "schedules and will likely be slower than FP32"
         )
     return ctx
 
 
-def _int8_kernels_info(target, int8_mod):
-    """The report's ``int8_kernels``: the CPU class and the INT8 layers by kernel path."""
-    paths = int8_mod.attrs.get(INT8_PATHS) if int8_mod.attrs is not None else None
-    return {
-        "cpu_class": cpu_class(target) if target["kind"] == "llvm" else target["kind"],
-        "paths": {str(k): int(v) for k, v in (paths or {}).items()},
-    }
+def _int8_kernels_info(ctx, simulate):
+    """The report's ``int8_kernels``: the CPU class and the INT8 layers by kernel path
+    (``"conv2d avx2"``; ``"conv2d simulated"`` for a fake-quantized graph)."""
+    target = ctx["target"]
+    cpu_class = select.cpu_class(target) if target["kind"] == "llvm" else target["kind"]
+    if simulate:
+        quantized = zip(ctx["layers"], ctx["plans"], strict=True)
+        paths = Counter(f"{layer.op} simulated" for layer, plan in quantized if plan.quantized)
+    elif target["kind"] == "llvm":
+        paths = select.kernel_paths(ctx["int8_mod"], target)
+        paths = {k.removeprefix("int8 "): v for k, v in paths.items() if k.startswith("int8 ")}
+    else:
+        paths = {}
+    return {"cpu_class": cpu_class, "paths": dict(sorted(paths.items()))}
 
 
 def graphs(ctx):

@@ -95,20 +95,21 @@ def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
     return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label, known)
 
 
-def apply(mod, target, folders):
+def apply(mod, target, folders, hand_kernels=True):
     """``mod`` lowered, with every kernel the databases in ``folders`` know replaced by the
-    best schedule among them."""
-    return _pipeline(target, folders)(mod)
+    best schedule among them (``hand_kernels``: see ``lowering.cpu_pipeline``)."""
+    return _pipeline(target, folders, hand_kernels=hand_kernels)(mod)
 
 
-def _pipeline(target, folders, fallback=True):
+def _pipeline(target, folders, fallback=True, hand_kernels=True):
     import tvm
     from tvm import relax
 
     if target["kind"] == "llvm":
         from .lowering import cpu_pipeline
 
-        return cpu_pipeline(target, folders, fallback)
+        database = union_database(folders) if folders else None
+        return cpu_pipeline(target, database, fallback, hand_kernels)
     zero = relax.get_pipeline("zero")
     if not folders:
         return zero

@@ -7,7 +7,6 @@ import torch
 
 from qbench import build, frontend, graph, zoo
 from qbench.calibration.calibrate import calibrate_module
-from qbench.lowering import int8_kernels
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
@@ -47,12 +46,11 @@ def loaded(module, shape):
     return zoo.LoadedModel("tiny", module.eval(), tuple(shape), zoo.Preprocess(), "test", "0")
 
 
-def quantize_tiny(module, calib, config=None, kernels="host", **config_kwargs):
-    """Import ``module``, calibrate on ``calib`` (list of float32 (N, C, H, W)), rewrite.
+def quantize_tiny(module, calib, config=None, **config_kwargs):
+    """Import ``module``, calibrate on ``calib`` (list of float32 (N, C, H, W)), rewrite to
+    the plain integer graph (its kernels are chosen when it is built for a target).
 
-    The first conv is quantized too unless the config says otherwise. ``kernels``: "host"
-    for the packed INT8 kernels this CPU runs, as ``qbench run`` does; None for the plain
-    integer graph; "vnni" or "avx2" for those kernels.
+    The first conv is quantized too unless the config says otherwise.
     """
     config = config or QuantConfig(**{"skip_first": False, "calib_mode": "max", **config_kwargs})
     n, shape = calib[0].shape[0], calib[0].shape[1:]
@@ -61,8 +59,7 @@ def quantize_tiny(module, calib, config=None, kernels="host", **config_kwargs):
     batches = [(np.asarray(x, np.float32), n) for x in calib]
     ranges = calibrate_module(imported.mod, layers, batches, config, LLVM, shape, n)
     plans = make_plans(layers, ranges, config)
-    kernels = int8_kernels(LLVM) if kernels == "host" else kernels
-    int8 = rewrite(imported.mod, plans, config.simulate, kernels)
+    int8 = rewrite(imported.mod, plans, config.simulate)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
 
 

@@ -6,7 +6,7 @@ from helpers import LLVM, loaded, run_tvm, torch_out
 
 from qbench import build, frontend
 from qbench.kernels.conv2d_fp32 import ic_block, pack_weight
-from qbench.kernels.fp32_pass import pack_fp32_convs
+from qbench.kernels.select import KERNEL_PATHS, select_kernels
 
 
 class _Net(torch.nn.Module):
@@ -46,7 +46,14 @@ def test_fp32_kernels_match_pytorch():
     net = _Net().eval()
     x = np.random.default_rng(1).standard_normal((2, 3, 30, 30)).astype(np.float32)
     mod = frontend.import_model(loaded(net, x.shape[1:]), len(x)).mod
-    kernels = [gv.name_hint for gv in pack_fp32_convs(mod).functions]
+    selected = select_kernels(mod, LLVM)
+    assert dict(selected.attrs[KERNEL_PATHS]) == {
+        "float32 conv2d depthwise": 2,
+        "float32 conv2d packed": 3,
+        "float32 matmul packed": 1,
+        "float32 max_pool2d taps": 1,
+    }
+    kernels = [gv.name_hint for gv in selected.functions]
     assert sum(k.startswith("conv2d_nchwc_fp32") for k in kernels) == 4  # 3 convs + dense
     assert sum(k.startswith("depthwise_conv2d_fp32") for k in kernels) == 2
     assert sum(k.startswith("max_pool2d_taps") for k in kernels) == 1

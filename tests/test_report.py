@@ -50,7 +50,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
         np.random.default_rng(s).standard_normal((1, 32, 64, 64)).astype(np.float32)
         for s in range(2)
     ]
-    q = quantize_tiny(model, calib, kernels=None)  # plain integer ops, on any CPU
+    q = quantize_tiny(model, calib)
     results = {}
     for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod)):
         runner = TVMRunner(build.build(mod, LLVM), build.device_for(LLVM), 1, (32, 64, 64), name)

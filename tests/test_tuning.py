@@ -104,7 +104,7 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
     from helpers import LLVM
     from tvm.s_tir import meta_schedule as ms
 
-    from qbench.lowering import int8_kernels
+    from qbench.kernels.select import NO_FAST_PATH, cpu_class
 
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
     assert main(["tune", *_tiny_args(tmp_path), "--trials", "2"]) == 0
@@ -125,7 +125,7 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
     kernels = report["tuning"]["kernels"]
     # 2 convs: qbench's FP32 kernels on every x86 CPU; its INT8 kernels with VNNI or AVX2
     assert kernels["tvm_fp32"]["hand"] == 2, kernels
-    assert kernels["tvm_int8"]["hand"] == (2 if int8_kernels(LLVM) else 0), kernels
+    assert kernels["tvm_int8"]["hand"] == (0 if cpu_class(LLVM) == NO_FAST_PATH else 2), kernels
     # one kept record may serve both graphs (the same `mean` kernel), never more kernels each
     assert kernels["tvm_fp32"]["tuned"] <= len(kept) and kernels["tvm_int8"]["tuned"] <= len(kept)
     # the same records, shipped as pre-tuned, with an empty user database

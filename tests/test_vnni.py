@@ -14,8 +14,8 @@ from qbench.kernels.intrin import (
     needs_fix,
     register_x86_intrinsics,
 )
-from qbench.lowering import has_feature
-from qbench.quantize.rewrite import INT8_PATHS
+from qbench.kernels.select import KERNEL_PATHS, kernel_paths, select_kernels
+from qbench.targets import has_feature
 
 
 def test_stock_intrinsic_detected_and_replaced():
@@ -71,11 +71,15 @@ def _packed_conv_module(shape, w, zp, strides, dilation, path):
     x = relax.Var("x", relax.TensorType(shape, "uint8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, packing.block, packing.data_dtype))
+            args = packing.block, packing.data_dtype, packing.offset
+            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, *args))
             packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
             wc = relax.const(packed_w, packed_w.dtype.name)
-            # correction 0, rescale 1: the float32 output is the exact int32 sum (< 2**24)
-            zeros = relax.const(np.zeros(w.shape[0], np.int32))
+            # correction -offset * sum(w) undoes the pack's offset (``zp`` only fills
+            # padded channels, whose weights are 0); rescale 1: the float32 output is the
+            # exact int32 sum of x * w (< 2**24)
+            undo = -packing.offset * w.astype(np.int64).sum(axis=(1, 2, 3))
+            zeros = relax.const(undo.astype(np.int32))
             ones = relax.const(np.ones(w.shape[0], np.float32))
             conv = bb.call_te(
                 requantized_conv, p, wc, zeros, ones, strides, dilation, False, packing.op_name
@@ -153,20 +157,19 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
         torch.nn.Linear(20 * 8 * 8, 10),
     )
     calib = [np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)]
-    packed = quantize_tiny(net, calib, kernels=path)
-    plain = quantize_tiny(net, calib, kernels=None)
+    q = quantize_tiny(net, calib)
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    kernels = [gv.name_hint for gv in packed.int8_mod.functions]
+    target = _class_target(path)
+    selected = select_kernels(q.int8_mod, target)
+    kernels = [gv.name_hint for gv in selected.functions]
     assert sum(name.startswith("depthwise_conv2d") for name in kernels) == 2
-    paths = {k: int(v) for k, v in packed.int8_mod.attrs[INT8_PATHS].items()}
-    assert paths == {f"conv2d {path}": 2, "conv2d depthwise": 2, f"matmul {path}": 1}
-    plain_paths = {k: int(v) for k, v in plain.int8_mod.attrs[INT8_PATHS].items()}
-    assert plain_paths == {"conv2d default": 4, "matmul default": 1}
-    executable = build.compile(packed.int8_mod, LLVM)
+    int8 = {"int8 conv2d depthwise": 2, f"int8 conv2d {path}": 2, f"int8 matmul {path}": 1}
+    assert {k: int(v) for k, v in selected.attrs[KERNEL_PATHS].items()} == int8
+    assert kernel_paths(q.int8_mod, target) == int8
+    executable = build.compile(q.int8_mod, target)
     assert build.assembly(executable).count(PATHS[path][1]) > 0
-    np.testing.assert_array_equal(
-        run_tvm(executable, x), run_tvm(build.compile(plain.int8_mod, LLVM), x)
-    )
+    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)  # TVM's own integer ops
+    np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))
 
 
 def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
@@ -194,22 +197,22 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "mcpu, path",
+    "mcpu, path, cpu_class",
     [
-        ("znver5", "vnni"),  # AMD Zen 5: AVX-512 VNNI
-        ("icelake-server", "vnni"),
-        ("skylake-avx512", "avx2"),  # AVX-512BW without VNNI: the int16 vpmaddwd kernel
-        ("alderlake", "avx2"),  # AVX-VNNI (256-bit) has no kernel of its own yet
-        ("znver3", "avx2"),
-        ("haswell", "avx2"),
-        ("x86-64", None),  # SSE2 only: default schedules, said on the console
+        ("znver5", "vnni", "AVX-512 VNNI"),  # AMD Zen 5
+        ("icelake-server", "vnni", "AVX-512 VNNI"),
+        ("skylake-avx512", "avx2", "AVX2"),  # AVX-512BW without VNNI: the int16 kernel
+        ("alderlake", "avx2", "AVX2"),  # AVX-VNNI (256-bit) has no kernel of its own yet
+        ("znver3", "avx2", "AVX2"),
+        ("haswell", "avx2", "AVX2"),
+        ("x86-64", None, "no INT8 fast path"),  # SSE2 only: default schedules, said so
     ],
 )
-def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(mcpu, path):
-    from qbench.lowering import int8_kernels
+def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(mcpu, path, cpu_class):
+    from qbench.kernels import select
 
     target = {**LLVM, "mcpu": mcpu}
-    assert int8_kernels(target) == path
+    assert select.cpu_class(target) == cpu_class
     if path:
         w = np.ones((16, 8, 3, 3), np.int8)
         module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)

@@ -10,28 +10,17 @@ W_q with per-channel scales s_w, the rewrite emits
     y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
 
 Everything between integer layers (bias add, activations, pooling, add, concat) stays in
-FP32, so no range is shared between branches. With ``kernels="vnni"`` (CPUs with AVX-512
-VNNI), dense layers and ungrouped NCHW convs run as the packed ``vpdpbusd`` kernel of
-``qbench.kernels`` instead: x_q is packed to NCHW4c, W_q is prepacked to OIHW16o4i as a
-constant, and the kernel applies the same correction and rescale to each int32 tile as it
-writes the FP32 NCHW result. ``kernels="avx2"`` packs the same values widened to int16 in
-pairs (NCHW2c, OIHW16o2i) for ``vpmaddwd``, whose int32 pair sums are exact. Depthwise
-convs run as ``kernels.depthwise`` with either (NCHW, the same
-correction and rescale in the kernel).
+FP32, so no range is shared between branches. The graph is target-neutral: which kernel
+computes each integer layer is chosen when it is lowered (``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..graph import quantizable_call
-from ..kernels.conv2d import OUT_ELEMWISE_FUSABLE
-from ..kernels.layout import PACKINGS
 from .params import ActivationParams, QuantizedWeight
-
-INT8_PATHS = "qbench_int8_paths"  # module attr: INT8 layers by op and kernel path
 
 
 @dataclass
@@ -47,16 +36,11 @@ class LayerPlan:
         return self.act is not None
 
 
-def rewrite(mod, plans, simulate=False, kernels=None):
+def rewrite(mod, plans, simulate=False):
     """Apply ``plans`` (one per quantizable layer, in graph order) to ``mod["main"]``.
 
-    ``kernels``: None (the plain integer graph), or ``"vnni"`` / ``"avx2"``
-    (``lowering.int8_kernels``): emit qbench's packed kernels where the layer allows (see the
-    module docstring).
-
     Returns:
-        A new ``tvm.IRModule``; ``mod`` is unchanged. Its ``INT8_PATHS`` attribute counts
-        the INT8 layers by op and ``kernel_path`` (e.g. ``{"conv2d avx2": 20}``).
+        A new ``tvm.IRModule``; ``mod`` is unchanged.
     Raises:
         ValueError: the number of plans differs from the number of quantizable layers.
     """
@@ -68,7 +52,6 @@ def rewrite(mod, plans, simulate=False, kernels=None):
         def __init__(self, module):
             super().__init__(module)
             self.index = 0
-            self.paths = Counter()
 
         def visit_call_(self, call):
             call = self.visit_expr_post_order(call)
@@ -80,10 +63,8 @@ def rewrite(mod, plans, simulate=False, kernels=None):
             if not plan.quantized:
                 return call
             if simulate:
-                self.paths[f"{kind} simulated"] += 1
                 return _simulated(self.builder_.emit, call, kind, plan)
-            self.paths[f"{kind} {kernel_path(call, kind, kernels)}"] += 1
-            return _integer(self.builder_, call, kind, plan, kernels)
+            return _integer(self.builder_.emit, call, kind, plan)
 
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
@@ -91,18 +72,7 @@ def rewrite(mod, plans, simulate=False, kernels=None):
             rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
     if rewriter.index != len(plans):
         raise ValueError(f"rewrite: {len(plans)} plans for {rewriter.index} quantizable layers")
-    return rewriter.builder_.get().with_attr(INT8_PATHS, dict(sorted(rewriter.paths.items())))
-
-
-def kernel_path(call, kind, kernels):
-    """The kernel an INT8 ``conv2d``/``matmul`` layer runs on: ``"depthwise"`` (qbench's
-    depthwise kernel), the packed kernel's name (``kernels``: ``"vnni"``, ``"avx2"``), or
-    ``"default"`` (TVM's integer op on qbench's default schedule)."""
-    if kernels and _depthwise(call, kind):
-        return "depthwise"
-    if kernels and _packable(call, kind):
-        return kernels
-    return "default"
+    return rewriter.builder_.get()
 
 
 def _const(array, dtype):
@@ -129,7 +99,7 @@ def _channel_shape(kind, n):
     return (1, n, 1, 1) if kind == "conv2d" else (n,)
 
 
-def _integer(bb, call, kind, plan, kernels):
+def _integer(emit, call, kind, plan):
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
@@ -137,42 +107,11 @@ def _integer(bb, call, kind, plan, kernels):
     sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
     correction = act.zero_point * sums
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
-    constants = _const(correction, "int32"), _const(rescale, "float32")
-    path = kernel_path(call, kind, kernels)
-    if path == "depthwise":
-        return _depthwise_conv(bb, call, plan, *constants)
-    if path in PACKINGS:
-        emit = _packed_dense if kind == "matmul" else _packed_conv
-        return emit(bb, call, plan, *constants, PACKINGS[path])
-    acc = (_plain_conv if kind == "conv2d" else _plain_dense)(bb.emit, call, plan)
+    acc = (_plain_conv if kind == "conv2d" else _plain_dense)(emit, call, plan)
     shape = _channel_shape(kind, n_out)
     if act.zero_point:
-        acc = bb.emit(op.subtract(acc, _const(correction.reshape(shape), "int32")))
-    return op.multiply(
-        bb.emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32")
-    )
-
-
-def _packable(call, kind):
-    """Ungrouped NCHW/OIHW conv2d, or a matmul of a 2-D input."""
-    if kind == "conv2d":
-        a = call.attrs
-        return int(a.groups) == 1 and a.data_layout == "NCHW" and a.kernel_layout == "OIHW"
-    return len(call.args[0].ty.shape) == 2
-
-
-def _depthwise(call, kind):
-    """An NCHW/OIHW conv2d with one filter per input channel."""
-    if kind != "conv2d":
-        return False
-    a = call.attrs
-    weight_shape = call.args[1].ty.shape
-    return (
-        a.data_layout == "NCHW"
-        and a.kernel_layout == "OIHW"
-        and int(a.groups) == int(weight_shape[0]) == int(call.args[0].ty.shape[1])
-        and int(weight_shape[1]) == 1
-    )
+        acc = emit(op.subtract(acc, _const(correction.reshape(shape), "int32")))
+    return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
 
 
 def _pad_input(emit, x, padding, always):
@@ -212,81 +151,6 @@ def _plain_dense(emit, call, plan):
 
     x_q = _quantize(emit, call.args[0], plan.act, -1)
     return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
-
-
-def _packed_conv(bb, call, plan, correction, rescale, packing):
-    from ..kernels import layout
-
-    attrs = call.attrs
-    padding = [int(p) for p in attrs.padding]
-    x, _ = _pad_input(bb.emit, call.args[0], padding, True)
-    x_q = _quantize(bb.emit, x, plan.act, 1)
-    zp, block, dtype = int(plan.act.zero_point), packing.block, packing.data_dtype
-    packed = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, block, dtype))
-    weight = layout.pack_conv_weight(plan.weight.q, block, packing.weight_dtype)
-    strides = tuple(int(s) for s in attrs.strides)
-    dilation = tuple(int(d) for d in attrs.dilation)
-    args = [packed, _const(weight, weight.dtype.name), correction, rescale]
-    return _call_packed(bb, args, strides, dilation, False, packing)
-
-
-def _packed_dense(bb, call, plan, correction, rescale, packing):
-    from ..kernels import layout
-
-    x_q = _quantize(bb.emit, call.args[0], plan.act, -1)
-    zp, block, dtype = int(plan.act.zero_point), packing.block, packing.data_dtype
-    packed = bb.emit(bb.call_te(layout.pack_rows, x_q, zp, block, dtype))
-    weight = layout.pack_dense_weight(plan.weight.q, block, packing.weight_dtype)
-    args = [packed, _const(weight, weight.dtype.name), correction, rescale]
-    return _call_packed(bb, args, (1, 1), (1, 1), True, packing)
-
-
-def _depthwise_conv(bb, call, plan, correction, rescale):
-    from tvm.relax import op
-
-    from ..kernels.depthwise import depthwise_conv, split_columns
-
-    attrs = call.attrs
-    padding = [int(p) for p in attrs.padding]
-    x_q = _quantize(bb.emit, call.args[0], plan.act, 1)
-    if any(padding):  # the zero point is the quantized real 0
-        top, left, bottom, right = padding
-        pad_width = [0, 0, 0, 0, top, bottom, left, right]
-        x_q = bb.emit(op.nn.pad(x_q, pad_width, pad_value=float(plan.act.zero_point)))
-    strides = tuple(int(s) for s in attrs.strides)
-    width = int(x_q.ty.shape[3])
-    if strides[1] > 1:
-        x_q = bb.emit(bb.call_te(split_columns, x_q, strides[1]))
-    return bb.call_te(
-        depthwise_conv,
-        x_q,
-        _const(plan.weight.q, "int8"),
-        correction,
-        rescale,
-        strides,
-        tuple(int(d) for d in attrs.dilation),
-        width,
-        primfunc_name_hint="depthwise_conv2d",
-        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
-    )
-
-
-def _call_packed(bb, args, strides, dilation, rows, packing):
-    """The packed conv and its requantize as one kernel. ``op_pattern`` out-elementwise-
-    fusable lets FuseOps append the elementwise ops that follow (bias, activation, residual
-    add); ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
-    from ..kernels.conv2d import requantized_conv
-
-    return bb.call_te(
-        requantized_conv,
-        *args,
-        strides,
-        dilation,
-        rows,
-        packing.op_name,
-        primfunc_name_hint="conv2d_packed_" + packing.op_name.rsplit("_", 1)[-1],
-        primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
-    )
 
 
 def _simulated(emit, call, kind, plan):

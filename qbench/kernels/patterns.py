@@ -1,0 +1,143 @@
+"""The op patterns kernel selection matches in a Relax graph, FP32 and integer.
+
+An FP32 layer is one call: conv2d or matmul of a float32 input and a constant weight, or
+max_pool2d. An integer layer is the chain ``quantize.rewrite`` emits for one conv2d/matmul,
+matched with ``relax.dpl`` through the graph's variable bindings:
+
+    multiply(astype(subtract?(op(quantize(x, scale, zero_point), W_q), correction)), rescale)
+
+with ``op`` a conv2d or matmul of uint8 x int8 -> int32 and every operand but ``x`` constant.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import quantizable_call
+
+# op patterns: what a kernel computes, independent of precision
+CONV2D, DEPTHWISE, MATMUL, MAX_POOL = "conv2d", "depthwise", "matmul", "max_pool2d"
+
+
+@dataclass(frozen=True)
+class FloatLayer:
+    """A float32 ``call`` of ``kind`` conv2d, matmul or max_pool2d whose pattern is ``op``."""
+
+    call: object
+    kind: str
+    op: str
+    precision: str = "float32"
+
+
+@dataclass(frozen=True)
+class IntegerLayer:
+    """One integer layer of the plain INT8 graph.
+
+    Attributes:
+        call: the chain's last call (the rescale multiply), which a kernel replaces.
+        kind: the integer op, ``CONV2D`` or ``MATMUL``.
+        op: ``CONV2D``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no kernel takes
+            (grouped conv, matmul of a 3-D input), which keeps TVM's integer op.
+        x: the float32 Relax expression quantized: (N, C, H, W) for a conv, (M, K) for a
+            matmul; already padded when the conv's own padding is zero.
+        attrs: the integer conv2d's attributes (None for a matmul).
+        scale: activation scale, float > 0. zero_point: activation zero point, int 0..255.
+        weight: int8 numpy weights, (O, C/groups, KH, KW) or (K, N).
+        correction: (O,) int64, zero_point * sum(weight) per output channel (0 when the graph
+            subtracts none).
+        rescale: (O,) float32, scale * weight scale per output channel.
+    """
+
+    call: object
+    kind: str
+    op: str
+    x: object
+    attrs: object
+    scale: float
+    zero_point: int
+    weight: np.ndarray
+    correction: np.ndarray
+    rescale: np.ndarray
+    precision: str = "int8"
+
+
+def float_layer(call):
+    """``call`` as a ``FloatLayer`` (conv2d: NCHW ungrouped or depthwise; matmul of a 2-D
+    input; max_pool2d: NCHW, floor mode), or None."""
+    if _is_max_pool(call):
+        return FloatLayer(call, MAX_POOL, MAX_POOL)
+    kind = quantizable_call(call)
+    if kind is None or call.args[0].ty.dtype != "float32" or call.ty.dtype != "float32":
+        return None
+    op = _op(call, kind)
+    return FloatLayer(call, kind, op) if op else None
+
+
+def _op(call, kind):
+    """The kernel pattern of a conv2d/matmul ``call`` of kind ``kind``, or None."""
+    if kind == MATMUL:
+        return MATMUL if len(call.args[0].ty.shape) == 2 else None
+    groups, weight = int(call.attrs.groups), call.args[1].ty.shape
+    if groups == 1:
+        return CONV2D
+    channels = int(call.args[0].ty.shape[1])
+    return DEPTHWISE if groups == int(weight[0]) == channels and int(weight[1]) == 1 else None
+
+
+def _is_max_pool(call):
+    from tvm import relax
+
+    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.nn.max_pool2d":
+        return False
+    a = call.attrs
+    plain = a.layout == "NCHW" and a.out_layout == "NCHW" and not a.ceil_mode
+    return plain and call.ty.dtype == "float32"
+
+
+def _integer_pattern():
+    """The dpl pattern of one integer layer and its named parts."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    parts = {name: is_const() for name in ("scale", "zero_point", "weight", "correction")}
+    parts["x"] = wildcard()
+    parts["quantize"] = is_op("relax.quantize")(parts["x"], parts["scale"], parts["zero_point"])
+    parts["op"] = is_op("relax.nn.conv2d")(parts["quantize"], parts["weight"]) | is_op(
+        "relax.matmul"
+    )(parts["quantize"], parts["weight"])
+    corrected = is_op("relax.subtract")(parts["op"], parts["correction"])
+    parts["rescale"] = is_const()
+    root = is_op("relax.multiply")(is_op("relax.astype")(corrected | parts["op"]), parts["rescale"])
+    return root, parts
+
+
+def integer_layer(call, var2val):
+    """``call`` as an ``IntegerLayer`` when it ends one (``var2val``: the function's
+    bindings, ``relax.analysis.get_var2val``), else None."""
+    from tvm import relax
+
+    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.multiply":
+        return None
+    root, parts = _integer_pattern()
+    found = root.extract_matched_expr(call, var2val)
+    if found is None:
+        return None
+    op_call, value = found[parts["op"]], lambda name: found[parts[name]].value.numpy()
+    if op_call.ty.dtype != "int32" or found[parts["weight"]].ty.dtype != "int8":
+        return None
+    kind = CONV2D if op_call.op.name == "relax.nn.conv2d" else MATMUL
+    zero_point = int(value("zero_point"))
+    weight = value("weight")
+    channels = weight.shape[0] if kind == CONV2D else weight.shape[-1]
+    correction = value("correction") if parts["correction"] in found else np.zeros(channels)
+    return IntegerLayer(
+        call=call,
+        kind=kind,
+        op=_op(op_call, kind),
+        x=found[parts["x"]],
+        attrs=op_call.attrs if kind == CONV2D else None,
+        scale=float(value("scale")),
+        zero_point=zero_point,
+        weight=weight,
+        correction=np.asarray(correction, np.int64).reshape(-1),
+        rescale=np.broadcast_to(value("rescale").reshape(-1), (channels,)).astype(np.float32),
+    )
