@@ -63,6 +63,17 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
 
 
+def exact_conv(x, w, strides=(1, 1), dilation=(1, 1)):
+    """conv2d of integer arrays ``x`` (N, C, H, W) and ``w`` (O, C, KH, KW) in float64 by
+    PyTorch: exact for sums below 2**53."""
+    return torch.nn.functional.conv2d(
+        torch.from_numpy(x.astype(np.float64)),
+        torch.from_numpy(w.astype(np.float64)),
+        stride=strides,
+        dilation=dilation,
+    ).numpy()
+
+
 def torch_out(module, x):
     with torch.no_grad():
         return module(torch.from_numpy(np.asarray(x, np.float32))).numpy()

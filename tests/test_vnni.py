@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, quantize_tiny, run_tvm
+from helpers import LLVM, exact_conv, quantize_tiny, run_tvm
 
 from qbench import build
 from qbench.kernels import layout
@@ -46,21 +46,28 @@ def test_register_block():
     assert [register_block(w, 6) for w in (56, 28, 14, 7, 13, 1)] == [4, 4, 7, 7, 1, 1]
 
 
+AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 2}
 # per INT8 kernel path: the LLVM feature it needs, its instruction, a CPU of that class
 PATHS = {
-    "vnni": ("avx512vnni", "vpdpbusd", "znver5"),
-    "avx2": ("avx2", "vpmaddwd", "znver3"),
+    "vnni": ("avx512vnni", "vpdpbusd", {**LLVM, "mcpu": "znver5"}),
+    "avxvnni": ("avxvnni", "{vex}\tvpdpbusd", {**LLVM, "mcpu": "alderlake"}),
+    "avx512bw": ("avx512bw", "vpmaddwd\t%zmm", {**LLVM, "mcpu": "skylake-avx512"}),
+    "avx2": ("avx2", "vpmaddwd\t%ymm", {**LLVM, "mcpu": "znver3"}),
+    "neon_dot": ("dotprod", "sdot\tv", {**AARCH64, "mcpu": "neoverse-n1"}),
 }
 
 
 def _class_target(path):
     """An llvm target of ``path``'s CPU class, whatever the host is (for compile checks)."""
-    return {**LLVM, "mcpu": PATHS[path][2]}
+    return PATHS[path][2]
 
 
 def _runs_here(path):
-    if not has_feature(LLVM, PATHS[path][0]):
-        pytest.skip(f"this CPU has no {PATHS[path][0]}: {path} kernels are compile-checked only")
+    feature = PATHS[path][0]
+    if LLVM["mtriple"].split("-")[0] != _class_target(path)["mtriple"].split("-")[0]:
+        pytest.skip(f"{path} kernels are for another architecture: compile-checked only")
+    if not has_feature(LLVM, feature):
+        pytest.skip(f"this CPU has no {feature}: {path} kernels are compile-checked only")
 
 
 def _packed_conv_module(shape, w, zp, strides, dilation, path):
@@ -89,15 +96,6 @@ def _packed_conv_module(shape, w, zp, strides, dilation, path):
     return bb.get()
 
 
-def _exact_conv(x, w, strides=(1, 1), dilation=(1, 1)):
-    return torch.nn.functional.conv2d(
-        torch.from_numpy(x.astype(np.float64)),
-        torch.from_numpy(w.astype(np.float64)),
-        stride=strides,
-        dilation=dilation,
-    ).numpy()
-
-
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize(
     "c,o,hw,k,strides,dilation",
@@ -114,7 +112,7 @@ def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
     w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
     module = _packed_conv_module(x.shape, w, 7, strides, dilation, path)
     got = run_tvm(build.compile(module, LLVM), x)
-    np.testing.assert_array_equal(got, _exact_conv(x, w, strides, dilation))
+    np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilation))
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -127,7 +125,7 @@ def test_worst_case_operands_are_exact(path, weight):
     w = np.full((16, 16, 3, 3), weight, np.int8)
     got = run_tvm(build.compile(_packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
     assert got.flat[0] == 255 * weight * 16 * 9  # by hand: 144 products per output
-    np.testing.assert_array_equal(got, _exact_conv(x, w))
+    np.testing.assert_array_equal(got, exact_conv(x, w))
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -141,11 +139,9 @@ def test_every_path_compiles_to_its_instruction(path):
     assert assembly.count(PATHS[path][1]) >= 4
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_cpu_kernels_graph_matches_plain_integer_graph(path):
-    """Each path's conv/dense kernels and the depthwise kernel give bit-identical logits to
-    TVM's own integer conv2d/matmul."""
-    _runs_here(path)
+def _tiny_int8_graph():
+    """A quantized net with every INT8 layer kind: convs, depthwise (stride 2, dilated),
+    dense. Returns (``helpers.Quantized``, an input)."""
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 24, 3, padding=1),
         torch.nn.ReLU(),
@@ -157,8 +153,27 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
         torch.nn.Linear(20 * 8 * 8, 10),
     )
     calib = [np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)]
-    q = quantize_tiny(net, calib)
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    return quantize_tiny(net, calib), x
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_every_path_compiles_a_whole_int8_graph(path):
+    """On any host: the graph's convs and dense layer take ``path`` on its CPU class, and the
+    compiled graph holds the path's instruction."""
+    q, _ = _tiny_int8_graph()
+    target = _class_target(path)
+    int8 = {"int8 conv2d depthwise": 2, f"int8 conv2d {path}": 2, f"int8 matmul {path}": 1}
+    assert kernel_paths(q.int8_mod, target) == int8
+    assert build.assembly(build.compile(q.int8_mod, target)).count(PATHS[path][1]) > 0
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_cpu_kernels_graph_matches_plain_integer_graph(path):
+    """Each path's conv/dense kernels and the depthwise kernel give bit-identical logits to
+    TVM's own integer conv2d/matmul."""
+    _runs_here(path)
+    q, x = _tiny_int8_graph()
     target = _class_target(path)
     selected = select_kernels(q.int8_mod, target)
     kernels = [gv.name_hint for gv in selected.functions]
@@ -197,21 +212,25 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "mcpu, path, cpu_class",
+    "target, path, cpu_class",
     [
-        ("znver5", "vnni", "AVX-512 VNNI"),  # AMD Zen 5
-        ("icelake-server", "vnni", "AVX-512 VNNI"),
-        ("skylake-avx512", "avx2", "AVX2"),  # AVX-512BW without VNNI: the int16 kernel
-        ("alderlake", "avx2", "AVX2"),  # AVX-VNNI (256-bit) has no kernel of its own yet
-        ("znver3", "avx2", "AVX2"),
-        ("haswell", "avx2", "AVX2"),
-        ("x86-64", None, "no INT8 fast path"),  # SSE2 only: default schedules, said so
+        ({**LLVM, "mcpu": "znver5"}, "vnni", "AVX-512 VNNI"),  # AMD Zen 5
+        ({**LLVM, "mcpu": "znver4"}, "vnni", "AVX-512 VNNI"),
+        ({**LLVM, "mcpu": "icelake-server"}, "vnni", "AVX-512 VNNI"),
+        ({**LLVM, "mcpu": "sapphirerapids"}, "vnni", "AVX-512 VNNI"),  # AVX-VNNI too
+        ({**LLVM, "mcpu": "alderlake"}, "avxvnni", "AVX-VNNI"),  # Intel client, no AVX-512
+        ({**LLVM, "mcpu": "skylake-avx512"}, "avx512bw", "AVX-512BW"),  # no VNNI
+        ({**LLVM, "mcpu": "znver3"}, "avx2", "AVX2"),
+        ({**LLVM, "mcpu": "haswell"}, "avx2", "AVX2"),
+        ({**LLVM, "mcpu": "x86-64"}, None, "no INT8 fast path"),  # SSE2 only, said so
+        ({**AARCH64, "mcpu": "neoverse-n1"}, "neon_dot", "Arm dot product"),  # Graviton 2
+        ({**AARCH64, "mcpu": "apple-m1"}, "neon_dot", "Arm dot product"),
+        ({**AARCH64, "mcpu": "cortex-a53"}, None, "no INT8 fast path"),  # no dot product
     ],
 )
-def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(mcpu, path, cpu_class):
+def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(target, path, cpu_class):
     from qbench.kernels import select
 
-    target = {**LLVM, "mcpu": mcpu}
     assert select.cpu_class(target) == cpu_class
     if path:
         w = np.ones((16, 8, 3, 3), np.int8)

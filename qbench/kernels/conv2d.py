@@ -1,4 +1,4 @@
-"""uint8 x int8 -> int32 conv2d in VNNI-packed layouts, and its default schedule.
+"""8-bit x 8-bit -> int32 conv2d in channel-packed layouts, and its schedule.
 
 Layouts (the blocking of TVM's x86 ``conv2d_NCHWc_int8``; Intel's oneDNN blocks the same way):
 
@@ -9,9 +9,11 @@ Layouts (the blocking of TVM's x86 ``conv2d_NCHWc_int8``; Intel's oneDNN blocks 
 The innermost 16 output channels by 4 input channels are exactly one ``vpdpbusd``: 4 bytes of
 data broadcast against 64 bytes of weights, accumulated into 16 int32 lanes.
 
-For AVX2 (``AVX2_OP_NAME``) the same kernel takes NCHW2c data and OIHW16o2i weights, both
-widened to int16: the innermost 16 output by 2 input channels are two ``vpmaddwd`` (an int16
-pair of data broadcast against 16 int16 weights each), exact in int32.
+Each CPU class has its packing (``layout.PACKINGS``): AVX-VNNI takes the same layouts (two
+256-bit ``vpdpbusd``); AVX2 and AVX-512BW take NCHW2c data and OIHW16o2i weights, both
+widened to int16 (the innermost 16 output by 2 input channels: an int16 pair of data
+broadcast against 16 int16 weights, ``vpmaddwd``, exact in int32); aarch64 takes the VNNI
+layouts with int8 data (x - 128) for ``sdot``.
 """
 
 from tvm import te
@@ -19,18 +21,17 @@ from tvm import te
 OC_BLOCK = 16
 IC_BLOCK = 4
 REGISTER_COLUMNS = 14  # zmm accumulators per tile, leaving registers for weights and broadcasts
-OP_NAME = "qbench.conv2d_nchw4c_vnni"
-AVX2_OP_NAME = "qbench.conv2d_nchw2c_i16_avx2"
-AVX2_IC_BLOCK = 2  # int16 pairs: one vpmaddwd multiplies 2 input by 8 output channels
+PAIR_BLOCK = 2  # int16 pairs: one vpmaddwd multiplies 2 input channels
 AVX2_REGISTER_COLUMNS = 6  # 16 ymm: 6 columns x 2 accumulators + 2 weights + 1 broadcast
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
 
 
-def conv2d_nchw4c(data, weight, strides, dilation, op_name=OP_NAME):
+def conv2d_nchw4c(data, weight, strides, dilation, op_name):
     """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above,
-    or with int16 values and 2-channel blocks for ``AVX2_OP_NAME``; ``strides``, ``dilation``:
-    (h, w) ints). Returns the int32 NCHW16c output tensor."""
+    or with int16 values and 2-channel blocks; ``strides``, ``dilation``: (h, w) ints;
+    ``op_name``: the packing's, which selects the schedule). Returns the int32 NCHW16c
+    output tensor."""
     return blocked_conv(
         data,
         weight,
@@ -74,15 +75,13 @@ def out_size(size, kernel, stride, dilation):
     return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
-def requantized_conv(
-    data, weight, correction, rescale, strides, dilation, rows=False, op_name=OP_NAME
-):
+def requantized_conv(data, weight, correction, rescale, strides, dilation, rows, op_name):
     """The packed conv with its epilogue: int32 NCHW16c -> FP32 in the layer's own layout.
 
     ``correction`` (C,) int32 and ``rescale`` (C,) float32 te tensors (C <= the padded output
     channels): out = float32(acc - correction[c]) * rescale[c]. The output is (N, C, OH, OW),
     or with ``rows`` (a dense layer packed by ``layout.pack_rows``) (M, C). The conv's int32
-    tile never reaches memory: ``schedule_conv2d_vnni`` computes it per output tile.
+    tile never reaches memory: ``schedule_packed`` computes it per output tile.
     """
     acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
     channels = correction.shape[0]
@@ -124,32 +123,19 @@ def register_block(out_w, limit=None):
     return best if best >= MIN_COLUMNS else largest(limit + STRETCH)
 
 
-def schedule_conv2d_vnni(sch, conv, out, _target=None):
+def schedule_packed(sch, conv, out, intrin, columns):
     """Schedule the packed ``conv`` block and its epilogue in place (``sch``: a
     ``tvm.s_tir.Schedule``; ``out``: the last block, (N, C, OH, OW) or (M, C), into which
     every block between them has been inlined).
 
-    ``tile_conv``'s tiles; the innermost 16 output by 4 input channels one ``vpdpbusd``
-    (``dot_16x4_vnni``). Measured on a 3x3 128->128 conv at 28x28, 2 threads: about 0.115 ms,
-    against PyTorch's quantized conv 0.164 ms.
+    ``tile_conv``'s tiles of up to ``columns`` output columns; the innermost 16 output
+    channels by one input block are the tensor intrinsic ``intrin`` (``intrin.ensure_intrin``).
+    Measured with VNNI on a 3x3 128->128 conv at 28x28, 2 threads (AMD Zen 5): about
+    0.115 ms, against PyTorch's quantized conv 0.164 ms.
     """
-    from .intrin import VNNI_INTRIN, ensure_vnni_intrin
+    from .intrin import ensure_intrin
 
-    ensure_vnni_intrin()
-    _schedule_packed_int(sch, conv, out, VNNI_INTRIN, REGISTER_COLUMNS)
-
-
-def schedule_conv2d_avx2(sch, conv, out, _target=None):
-    """As ``schedule_conv2d_vnni`` for the int16 AVX2 kernel: the innermost 16 output by 2
-    input channels are two ``vpmaddwd`` (``dot_16x2_i16_avx2``); 6 columns per tile fit the
-    16 ymm registers."""
-    from .intrin import AVX2_INTRIN, ensure_avx2_intrin
-
-    ensure_avx2_intrin()
-    _schedule_packed_int(sch, conv, out, AVX2_INTRIN, AVX2_REGISTER_COLUMNS)
-
-
-def _schedule_packed_int(sch, conv, out, intrin, columns):
+    ensure_intrin(intrin)
     oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out, columns)
     sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)

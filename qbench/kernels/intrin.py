@@ -1,4 +1,5 @@
-"""The AVX-512 VNNI dot-product intrinsic ``dot_16x4_vnni``, mended for LLVM 22.
+"""The dot-product tensor intrinsics of qbench's packed INT8 kernels, one per CPU class
+(``ensure_intrin``), and TVM's AVX-512 VNNI ``dot_16x4_vnni``, mended for LLVM 22.
 
 ``vpdpbusd`` computes, for each of 16 int32 lanes, ``C[i] += sum_k uint8(A[k]) * int8(B[i, k])``
 over 4 bytes: the 16x4 tensor intrinsic of TVM's x86 schedules. TVM 0.27 registers it calling
@@ -42,24 +43,39 @@ def _dot_desc(lanes, depth, a_dtype, b_dtype):
     return desc
 
 
-@T.prim_func(s_tir=True)
-def _dot_16x4_vnni_bytes(
-    A: T.Buffer((4,), "uint8", offset_factor=1),
-    B: T.Buffer((16, 4), "int8", offset_factor=1),
-    C: T.Buffer((16,), "int32", offset_factor=1),
-) -> None:
-    with T.sblock("root"):
-        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-        T.writes(C[0:16])
-        a_word = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
-        a_bytes = T.reinterpret(T.broadcast(a_word, 16), dtype="int8x64")
-        C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
-            T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
-            C.vload([0], dtype="int32x16"),
-            a_bytes,
-            B.vload([0, 0], dtype="int8x64"),
-            dtype="int32x16",
-        )
+def _dot_impl(a_dtype, b_dtype, depth, intrinsic, lanes, accumulates):
+    """The implementation of a 16-lane dot-product intrinsic (semantics: ``_dot_desc(16,
+    depth, a_dtype, b_dtype)``): ``depth`` values of A, packed into one 32-bit word,
+    broadcast against B, in calls to the LLVM ``intrinsic`` of ``lanes`` int32 lanes each.
+    ``accumulates``: the intrinsic takes C and adds to it (``vpdpbusd``, ``sdot``); else C
+    is added after (``vpmaddwd``). Operands are passed as LLVM 22 declares them: bytes for
+    the quad intrinsics, int16 for the pair ones."""
+    calls, elem = 16 // lanes, "int8" if depth == 4 else "int16"
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((depth,), a_dtype, offset_factor=1),
+        B: T.Buffer((16, depth), b_dtype, offset_factor=1),
+        C: T.Buffer((16,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:depth], B[0:16, 0:depth])
+            T.writes(C[0:16])
+            word = T.reinterpret(A.vload([0], f"{a_dtype}x{depth}"), dtype="int32")
+            a = T.reinterpret(T.broadcast(word, lanes), dtype=f"{elem}x{lanes * depth}")
+            for i in T.unroll(calls):
+                acc = C.vload([i * lanes], dtype=f"int32x{lanes}")
+                b = B.vload([i * lanes, 0], dtype=f"{elem}x{lanes * depth}")
+                if accumulates:
+                    C[T.ramp(i * lanes, 1, lanes)] = T.call_llvm_pure_intrin(
+                        T.llvm_lookup_intrinsic_id(intrinsic), acc, a, b, dtype=f"int32x{lanes}"
+                    )
+                else:
+                    C[T.ramp(i * lanes, 1, lanes)] = acc + T.call_llvm_pure_intrin(
+                        T.llvm_lookup_intrinsic_id(intrinsic), a, b, dtype=f"int32x{lanes}"
+                    )
+
+    return impl
 
 
 def _passes_word_operands(impl):
@@ -134,46 +150,45 @@ def ensure_vnni_intrin():
     """
     if not needs_fix():
         return False
-    desc = _dot_desc(16, 4, "uint8", "int8")
-    TensorIntrin.register(VNNI_INTRIN, desc, _dot_16x4_vnni_bytes, override=True)
+    impl = _dot_impl("uint8", "int8", 4, "llvm.x86.avx512.vpdpbusd.512", 16, True)
+    TensorIntrin.register(VNNI_INTRIN, _dot_desc(16, 4, "uint8", "int8"), impl, override=True)
     return True
 
 
 AVX2_INTRIN = "dot_16x2_i16_avx2"
 
 
-@T.prim_func(s_tir=True)
-def _dot_16x2_i16_avx2(
-    A: T.Buffer((2,), "int16", offset_factor=1),
-    B: T.Buffer((16, 2), "int16", offset_factor=1),
-    C: T.Buffer((16,), "int32", offset_factor=1),
-) -> None:
-    with T.sblock("root"):
-        T.reads(C[0:16], A[0:2], B[0:16, 0:2])
-        T.writes(C[0:16])
-        pair = T.reinterpret(A.vload([0], "int16x2"), dtype="int32")
-        a = T.reinterpret(T.broadcast(pair, 8), dtype="int16x16")
-        C[T.ramp(T.int32(0), 1, 8)] = C.vload([0], dtype="int32x8") + T.call_llvm_pure_intrin(
-            T.llvm_lookup_intrinsic_id("llvm.x86.avx2.pmadd.wd"),
-            a,
-            B.vload([0, 0], dtype="int16x16"),
-            dtype="int32x8",
-        )
-        C[T.ramp(T.int32(8), 1, 8)] = C.vload([8], dtype="int32x8") + T.call_llvm_pure_intrin(
-            T.llvm_lookup_intrinsic_id("llvm.x86.avx2.pmadd.wd"),
-            a,
-            B.vload([8, 0], dtype="int16x16"),
-            dtype="int32x8",
-        )
+AVX512BW_INTRIN = "dot_16x2_i16_avx512bw"
+AVXVNNI_INTRIN = "dot_16x4_avxvnni"
+SDOT_INTRIN = "dot_16x4_i8_sdot"
 
 
-def ensure_avx2_intrin():
-    """Register ``dot_16x2_i16_avx2`` (idempotent): for 16 int32 lanes, ``C[i] += A[0] * B[i, 0]
-    + A[1] * B[i, 1]`` with int16 operands, as two ``vpmaddwd`` (AVX2) and two ``vpaddd``. The
-    pair sums of int16 products are exact in int32 (|255 * 127 * 2| is far below 2^31), unlike
-    ``vpmaddubsw``'s saturating int16 pair sums of uint8 x int8 bytes."""
+# name -> ``_dot_impl`` arguments, registered on demand
+_PACKED_INTRINSICS = {
+    AVX2_INTRIN: ("int16", "int16", 2, "llvm.x86.avx2.pmadd.wd", 8, False),
+    AVX512BW_INTRIN: ("int16", "int16", 2, "llvm.x86.avx512.pmaddw.d.512", 16, False),
+    AVXVNNI_INTRIN: ("uint8", "int8", 4, "llvm.x86.avx512.vpdpbusd.256", 8, True),
+    SDOT_INTRIN: ("int8", "int8", 4, "llvm.aarch64.neon.sdot.v4i32.v16i8", 4, True),
+}
+
+
+def ensure_intrin(name):
+    """Register the 16-lane dot-product intrinsic ``name`` (idempotent; call before
+    scheduling with it). ``VNNI_INTRIN`` is TVM's own, mended by ``ensure_vnni_intrin``;
+    the others are qbench's, each exact in int32:
+
+    - ``AVX2_INTRIN``: int16 pairs, two ``vpmaddwd`` (ymm) and two ``vpaddd``. The int16
+      pair sums of 8-bit values are exact, unlike ``vpmaddubsw``'s saturating ones;
+    - ``AVX512BW_INTRIN``: the same pairs, one ``vpmaddwd`` (zmm);
+    - ``AVXVNNI_INTRIN``: uint8 x int8 quads, two 256-bit ``vpdpbusd`` (AVX-VNNI);
+    - ``SDOT_INTRIN``: int8 x int8 quads, four ``sdot`` (aarch64 dot-product extension).
+    """
+    if name == VNNI_INTRIN:
+        ensure_vnni_intrin()
+        return
     try:
-        TensorIntrin.get(AVX2_INTRIN)
+        TensorIntrin.get(name)
     except ValueError:  # "TensorIntrin ... is not registered"
-        desc = _dot_desc(16, 2, "int16", "int16")
-        TensorIntrin.register(AVX2_INTRIN, desc, _dot_16x2_i16_avx2)
+        a_dtype, b_dtype, depth, *call = _PACKED_INTRINSICS[name]
+        impl = _dot_impl(a_dtype, b_dtype, depth, *call)
+        TensorIntrin.register(name, _dot_desc(16, depth, a_dtype, b_dtype), impl)

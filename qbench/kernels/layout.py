@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from tvm import te, tirx
 
-from .conv2d import AVX2_IC_BLOCK, AVX2_OP_NAME, IC_BLOCK, OC_BLOCK, OP_NAME
+from . import intrin
+from .conv2d import AVX2_REGISTER_COLUMNS, IC_BLOCK, OC_BLOCK, PAIR_BLOCK, REGISTER_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class Packing:
         data_dtype: dtype of the packed activations (the uint8 values, widened for AVX2).
         weight_dtype: numpy dtype of the prepacked int8 weights (widened for AVX2).
         op_name: the conv block's ``op_name``, which selects its hand schedule.
+        intrin: the tensor intrinsic of 16 output channels by one input block.
+        instruction: the machine instruction that intrinsic compiles to.
+        columns: output columns per register tile (``conv2d.register_block``'s limit).
         offset: subtracted from every uint8 activation when packing (128 where the
             instruction multiplies signed bytes only: the values then fit int8).
     """
@@ -33,12 +37,59 @@ class Packing:
     data_dtype: str
     weight_dtype: type
     op_name: str
+    intrin: str
+    instruction: str
+    columns: int
     offset: int = 0
 
 
-PACKINGS = {
-    "vnni": Packing(IC_BLOCK, "uint8", np.int8, OP_NAME),
-    "avx2": Packing(AVX2_IC_BLOCK, "int16", np.int16, AVX2_OP_NAME),
+PACKINGS = {  # by kernel path (``kernels.select``)
+    "vnni": Packing(
+        IC_BLOCK,
+        "uint8",
+        np.int8,
+        "qbench.conv2d_nchw4c_vnni",
+        intrin.VNNI_INTRIN,
+        "vpdpbusd",
+        REGISTER_COLUMNS,
+    ),
+    "avxvnni": Packing(
+        IC_BLOCK,
+        "uint8",
+        np.int8,
+        "qbench.conv2d_nchw4c_avxvnni",
+        intrin.AVXVNNI_INTRIN,
+        "vpdpbusd",
+        AVX2_REGISTER_COLUMNS,
+    ),
+    "avx512bw": Packing(
+        PAIR_BLOCK,
+        "int16",
+        np.int16,
+        "qbench.conv2d_nchw2c_i16_avx512bw",
+        intrin.AVX512BW_INTRIN,
+        "vpmaddwd",
+        REGISTER_COLUMNS,
+    ),
+    "avx2": Packing(
+        PAIR_BLOCK,
+        "int16",
+        np.int16,
+        "qbench.conv2d_nchw2c_i16_avx2",
+        intrin.AVX2_INTRIN,
+        "vpmaddwd",
+        AVX2_REGISTER_COLUMNS,
+    ),
+    "neon_dot": Packing(
+        IC_BLOCK,
+        "int8",
+        np.int8,
+        "qbench.conv2d_nchw4c_i8_sdot",
+        intrin.SDOT_INTRIN,
+        "sdot",
+        AVX2_REGISTER_COLUMNS,  # 32 128-bit registers: 6 columns x 4 accumulators + 4 weights
+        offset=128,
+    ),
 }
 
 

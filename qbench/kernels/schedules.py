@@ -12,20 +12,26 @@ for example by a MetaSchedule database):
   are single-threaded scalar loops otherwise.
 """
 
+import functools
+
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule
 
-from .conv2d import AVX2_OP_NAME, schedule_conv2d_avx2, schedule_conv2d_vnni
-from .conv2d import OP_NAME as CONV_OP
+from .conv2d import schedule_packed
 from .conv2d_fp32 import OP_NAME as FP32_CONV_OP
 from .conv2d_fp32 import schedule_conv2d_fp32
 from .depthwise import OP_NAME as DEPTHWISE_OP
 from .depthwise import schedule_depthwise
+from .layout import PACKINGS
 
 VECTOR_LANES = 16
 CONV_LIKE_SPATIAL = 3  # (N, C, H, W)-like outputs: rows worth vectorizing
 MAX_PHASES = 4  # (..., phase, row) outputs of column splits: the phase moved innermost
+
+
+def _packed(sch, conv, out, _target, intrin, columns):
+    schedule_packed(sch, conv, out, intrin, columns)
 
 
 class HandKernels(ScheduleRule):
@@ -37,8 +43,10 @@ class HandKernels(ScheduleRule):
     parallel loop nest over the tile's result."""
 
     SCHEDULES = {
-        CONV_OP: schedule_conv2d_vnni,
-        AVX2_OP_NAME: schedule_conv2d_avx2,
+        **{
+            p.op_name: functools.partial(_packed, intrin=p.intrin, columns=p.columns)
+            for p in PACKINGS.values()
+        },
         FP32_CONV_OP: schedule_conv2d_fp32,
         DEPTHWISE_OP: schedule_depthwise,
     }

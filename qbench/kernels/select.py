@@ -50,7 +50,10 @@ def _int8_gemm(path, features, cpu_class):
 
 KERNELS = (
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
+    _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
+    _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
     _int8_gemm("avx2", ("avx2",), "AVX2"),
+    _int8_gemm("neon_dot", ("dotprod",), "Arm dot product"),
     Kernel("depthwise", "int8", (DEPTHWISE,), (), emit_int8.depthwise),
     Kernel("packed", "float32", (CONV2D,), (), emit_fp32.conv),
     Kernel("packed", "float32", (MATMUL,), (), emit_fp32.dense),
@@ -72,15 +75,21 @@ def choose(layer, target):
     return None
 
 
-def cpu_class(target):
-    """The llvm ``target``'s CPU class as the INT8 conv kernels see it (``"AVX2"``, ...,
-    or ``NO_FAST_PATH``)."""
+def int8_gemm_kernel(target):
+    """The packed INT8 conv/dense ``Kernel`` the llvm ``target`` (dict) runs, or None."""
     from ..targets import has_feature
 
     for kernel in KERNELS:
         if kernel.cpu_class and all(has_feature(target, f) for f in kernel.features):
-            return kernel.cpu_class
-    return NO_FAST_PATH
+            return kernel
+    return None
+
+
+def cpu_class(target):
+    """The llvm ``target``'s CPU class as the INT8 conv kernels see it (``"AVX2"``, ...,
+    or ``NO_FAST_PATH``)."""
+    kernel = int8_gemm_kernel(target)
+    return kernel.cpu_class if kernel else NO_FAST_PATH
 
 
 def cpu_classes():

@@ -1,10 +1,12 @@
-"""One uint8 x int8 conv: qbench's VNNI kernel against PyTorch FP32 and PyTorch's quantized
-conv (x86 backend), same shape, same threads, one process; plus the assembly check.
+"""One uint8 x int8 conv: qbench's packed INT8 kernel for this CPU (its path chosen as
+``qbench run`` chooses it) against PyTorch FP32 and PyTorch's quantized conv (x86 backend),
+same shape, same threads, one process; plus the assembly check.
 
-    python benchmarks/conv_vnni.py [--channels 128] [--size 28] [--threads 2]
+    python benchmarks/conv_int8.py [--channels 128] [--size 28] [--threads 2] [--int8-peak G]
 
-Prints the median latency (ms), GMAC/s and the fraction of the INT8 VNNI peak, and the
-``vpdpbusd`` lines of the generated assembly (the proof that the kernel is tensorized).
+Prints the CPU, the kernel path, the median latency (ms), GMAC/s and the fraction of the
+given INT8 peak (GMAC/s), and the path's instruction lines of the generated assembly (the
+proof that the kernel is tensorized).
 """
 
 import argparse
@@ -14,8 +16,9 @@ import torch
 from tabulate import tabulate
 
 from qbench import build
-from qbench.kernels import layout
+from qbench.kernels import layout, select
 from qbench.kernels.conv2d import requantized_conv
+from qbench.report import cpu_name
 from qbench.runners import time_samples
 
 
@@ -23,9 +26,9 @@ def median_ms(fn, warmup=10, repeat=50):
     return float(np.median(time_samples(fn, warmup, repeat)))
 
 
-def tvm_conv(x, w):
-    """Compile pack -> VNNI conv with its FP32 requantize epilogue for (N, C, H, W) uint8 ``x``
-    padded by 1 and (O, C, 3, 3) int8 ``w``; returns (executable, run function)."""
+def tvm_conv(x, w, target, packing):
+    """Compile pack -> packed conv with its FP32 requantize epilogue for (N, C, H, W) uint8
+    ``x`` padded by 1 and (O, C, 3, 3) int8 ``w``; returns (executable, run function)."""
     import tvm
     from tvm import relax
 
@@ -33,14 +36,17 @@ def tvm_conv(x, w):
     var = relax.Var("x", relax.TensorType(x.shape, "uint8"))
     with bb.function("main", [var]):
         with bb.dataflow():
-            packed = bb.emit(bb.call_te(layout.pack_nchw4c, var, 0))
-            weight = relax.const(layout.pack_conv_weight(w), "int8")
+            block, dtype, offset = packing.block, packing.data_dtype, packing.offset
+            packed = bb.emit(bb.call_te(layout.pack_nchw4c, var, 0, block, dtype, offset))
+            w_packed = layout.pack_conv_weight(w, block, packing.weight_dtype)
+            weight = relax.const(w_packed, w_packed.dtype.name)
             correction = relax.const(np.zeros(w.shape[0], np.int32))
             rescale = relax.const(np.full(w.shape[0], 0.01, np.float32))
-            conv = bb.call_te(requantized_conv, packed, weight, correction, rescale, (1, 1), (1, 1))
+            args = packed, weight, correction, rescale, (1, 1), (1, 1), False, packing.op_name
+            conv = bb.call_te(requantized_conv, *args)
             out = bb.emit_output(conv)
         bb.emit_func_output(out)
-    executable = build.compile(bb.get(), build.host_llvm_target(torch.get_num_threads()))
+    executable = build.compile(bb.get(), target)
     vm = relax.VirtualMachine(executable, tvm.cpu(0))
     data = tvm.runtime.tensor(x, tvm.cpu(0))
     return executable, lambda: vm["main"](data)
@@ -68,9 +74,14 @@ def main():
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--size", type=int, default=28)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--int8-peak", type=float, default=1040.0, help="VNNI peak, GMAC/s")
+    p.add_argument("--int8-peak", type=float, default=1040.0, help="this CPU's INT8 peak, GMAC/s")
     args = p.parse_args()
     build.set_threads(args.threads)
+    target = build.host_llvm_target(args.threads)
+    kernel = select.int8_gemm_kernel(target)
+    if kernel is None:
+        raise SystemExit(f"this CPU ({cpu_name()}) has no packed INT8 kernel in qbench")
+    packing = layout.PACKINGS[kernel.path]
     c, s = args.channels, args.size
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (1, c, s + 2, s + 2)).astype(np.uint8)
@@ -79,11 +90,11 @@ def main():
     x_float = torch.randn(1, c, s, s)
     w_float = torch.randn(c, c, 3, 3)
     fp32 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).eval()
-    executable, tvm_run = tvm_conv(x, w)
+    executable, tvm_run = tvm_conv(x, w, target, packing)
     runners = [
         ("PyTorch FP32 conv", lambda: fp32(x_float)),
         ("PyTorch quantized conv (x86)", torch_quantized_conv(x_float, w_float, c)),
-        ("qbench VNNI conv (TVM, untuned)", tvm_run),
+        (f"qbench {kernel.path} conv (TVM, untuned)", tvm_run),
     ]
     rows = []
     with torch.no_grad():
@@ -93,10 +104,12 @@ def main():
             rows.append(
                 [name, f"{ms:.3f}", f"{gmacs:.0f}", f"{100 * gmacs / args.int8_peak:.0f} %"]
             )
+    print(f"CPU {cpu_name()} ({kernel.cpu_class}), kernel path {kernel.path}")
     print(f"conv 3x3 {c}->{c} at {s}x{s}, batch 1, {args.threads} threads, {macs / 1e6:.0f} M MACs")
-    print(tabulate(rows, ["build", "median ms", "GMAC/s", "of VNNI peak"], tablefmt="github"))
-    lines = [ln.strip() for ln in build.assembly(executable).splitlines() if "vpdpbusd" in ln]
-    print(f"\nassembly: {len(lines)} vpdpbusd instructions, e.g.")
+    print(tabulate(rows, ["build", "median ms", "GMAC/s", "of INT8 peak"], tablefmt="github"))
+    ins = packing.instruction
+    lines = [ln.strip() for ln in build.assembly(executable).splitlines() if ins in ln]
+    print(f"\nassembly: {len(lines)} {ins} instructions, e.g.")
     print("\n".join(lines[:4]))
 
 
