@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tabulate import tabulate
 
-from qbench import build
+from qbench import build, targets
 from qbench.kernels import layout, select
 from qbench.kernels.conv2d import requantized_conv
 from qbench.report import cpu_name
@@ -77,7 +77,7 @@ def main():
     p.add_argument("--int8-peak", type=float, default=1040.0, help="this CPU's INT8 peak, GMAC/s")
     args = p.parse_args()
     build.set_threads(args.threads)
-    target = build.host_llvm_target(args.threads)
+    target = targets.Llvm.host(args.threads)
     kernel = select.int8_gemm_kernel(target)
     if kernel is None:
         raise SystemExit(f"this CPU ({cpu_name()}) has no packed INT8 kernel in qbench")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from qbench import build, graph, tuning
+from qbench import build, graph, targets, tuning
 from qbench.pipeline import RunOptions, full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report import cpu_name, int8_kernels_line
@@ -81,7 +81,7 @@ def runners(ctx, calib):
     for name, mod in graphs(ctx):
         vm = build.build(mod, target, ctx["databases"])
         label = "TVM " + name.removeprefix("tvm_").upper()
-        out.append((label, TVMRunner(vm, build.device_for(target), n, shape, name)))
+        out.append((label, TVMRunner(vm, targets.device_for(target), n, shape, name)))
     return out, ctx["tuning"]
 
 

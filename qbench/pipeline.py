@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from . import build, data, frontend, graph, tuning, zoo
+from . import build, data, frontend, graph, targets, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
@@ -65,7 +65,7 @@ def prepare(opts):
     check_writable(opts.reports_dir, "--reports-dir")
     check_writable(opts.tuning_db, "--tuning-db")
     build.set_threads(opts.threads)
-    target = build.parse_target(opts.target, opts.threads)
+    target = targets.parse_target(opts.target, opts.threads)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100)
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
@@ -159,7 +159,7 @@ def run(opts):
         with stage(f"build {name.upper().replace('_', ' ')}"):
             vm = build.build(mod, target, ctx["databases"], counts)
         log.info("%s kernels by schedule: %s", name, counts)
-        runners.append(TVMRunner(vm, build.device_for(target), opts.batch_size, shape, name))
+        runners.append(TVMRunner(vm, targets.device_for(target), opts.batch_size, shape, name))
     with stage("evaluation") as st:
         indices = ctx["split"].eval
         logits, labels = _evaluate(runners, ctx["images"], indices, model, opts.batch_size)

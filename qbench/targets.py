@@ -1,7 +1,161 @@
-"""What qbench knows of a target: its CPU features."""
+"""Targets: one class per TVM target kind, owning what qbench does differently per kind.
+
+A target travels through qbench as a plain dict (``{"kind": "llvm", "mcpu": ...}``), the form
+``tvm.target.Target`` takes; ``kind_of(target)`` gives the class that knows how to check it,
+its device, its CPU features and its lowering pipeline. Adding a target kind is one class
+here and one entry in ``KINDS``.
+"""
 
 import functools
 import json
+
+from .errors import UserError
+
+
+class Llvm:
+    """CPUs through LLVM: the host (``llvm``), or a JSON dict naming an ``mcpu``."""
+
+    name = "llvm"
+
+    @staticmethod
+    def host(threads):
+        """The llvm target dict for this CPU: explicit triple and ``mcpu`` (``-mcpu=native``
+        is ignored by the wheel's default triple, see DESIGN.md) and ``num-cores``."""
+        import platform
+
+        from tvm.target import codegen
+
+        # The wheel reports its build triple (x86_64-conda-linux-gnu); name the host's plainly.
+        machine = platform.machine()
+        triple = "x86_64-linux-gnu" if machine == "x86_64" else codegen.llvm_get_system_triple()
+        return {
+            "kind": "llvm",
+            "mtriple": triple,
+            "mcpu": codegen.llvm_get_system_cpu(),
+            "num-cores": int(threads),
+        }
+
+    @staticmethod
+    def check(target, text):
+        """Refuse llvm targets this machine cannot build for and run (UserError)."""
+        import platform
+
+        from tvm.target import codegen
+
+        triple = target.get("mtriple", codegen.llvm_get_system_triple())
+        if not triple.startswith(platform.machine()):
+            raise UserError(
+                f"--target {text}: mtriple {triple} cannot run on this "
+                f"{platform.machine()} machine (remote targets are not supported yet)"
+            )
+        if "mcpu" in target and not codegen.llvm_is_valid_cpu(target["mcpu"], triple):
+            raise UserError(
+                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for "
+                f"{triple}; this machine is {codegen.llvm_get_system_cpu()!r}"
+            )
+        return target
+
+    @staticmethod
+    def device():
+        import tvm
+
+        return tvm.cpu(0)
+
+    @staticmethod
+    def pipeline(target, database, fallback, hand_kernels):
+        """``lowering.cpu_pipeline``: qbench's kernels, the database, default schedules."""
+        from .lowering import cpu_pipeline
+
+        return cpu_pipeline(target, database, fallback, hand_kernels)
+
+
+class Cuda:
+    """NVIDIA GPUs: ``cuda``, the arch read from GPU 0."""
+
+    name = "cuda"
+
+    @staticmethod
+    def host(_threads):
+        return {"kind": "cuda", "arch": Cuda.arch()}
+
+    @staticmethod
+    def arch():
+        import tvm
+
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            raise UserError("--target cuda: no CUDA device visible on this machine")
+        return "sm_" + dev.compute_version.replace(".", "")
+
+    @staticmethod
+    def check(target, _text):
+        target.setdefault("arch", Cuda.arch())
+        return target
+
+    @staticmethod
+    def device():
+        import tvm
+
+        return tvm.cuda(0)
+
+    @staticmethod
+    def pipeline(target, database, _fallback, _hand_kernels):
+        """TVM's default GPU pipeline (dlight's default schedules) after the database."""
+        import tvm
+        from tvm import relax
+
+        zero = relax.get_pipeline("zero")
+        if database is None:
+            return zero
+
+        @tvm.transform.module_pass(opt_level=0)
+        def _gpu(mod, _ctx):
+            with tvm.target.Target(target), database:
+                apply = relax.transform.MetaScheduleApplyDatabase()
+                return tvm.transform.Sequential([zero, apply])(mod)
+
+        return _gpu
+
+
+KINDS = {kind.name: kind for kind in (Llvm, Cuda)}
+
+
+def kind_of(target):
+    """The class of a target dict's kind (``Llvm``, ``Cuda``)."""
+    return KINDS[target["kind"]]
+
+
+def parse_target(text, threads):
+    """``--target`` text -> TVM target dict.
+
+    Args:
+        text: a kind name (``llvm``: the host CPU detected; ``cuda``), or a JSON target dict
+            such as ``{"kind": "llvm", "mcpu": "skylake-avx512"}``.
+        threads: CPU thread count, recorded as ``num-cores`` for llvm.
+
+    Raises:
+        UserError: unknown kind or invalid JSON; the message lists the valid forms.
+    """
+    if text in KINDS:
+        return KINDS[text].host(threads)
+    if text.lstrip().startswith("{"):
+        try:
+            target = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"--target {text}: invalid JSON ({e})") from e
+        kind = target.get("kind") if isinstance(target, dict) else None
+        if kind not in KINDS:
+            raise UserError(f"--target {text}: kind must be one of {tuple(KINDS)}")
+        return KINDS[kind].check(target, text)
+    raise UserError(
+        f"--target {text!r}: unknown; valid: {', '.join(KINDS)}, or a JSON target dict "
+        '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')'
+    )
+
+
+def device_for(target):
+    """The TVM device of a target dict (CPU for llvm, GPU 0 for cuda)."""
+    return kind_of(target).device()
 
 
 def has_feature(target, feature):

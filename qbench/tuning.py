@@ -102,26 +102,10 @@ def apply(mod, target, folders, hand_kernels=True):
 
 
 def _pipeline(target, folders, fallback=True, hand_kernels=True):
-    import tvm
-    from tvm import relax
+    from .targets import kind_of
 
-    if target["kind"] == "llvm":
-        from .lowering import cpu_pipeline
-
-        database = union_database(folders) if folders else None
-        return cpu_pipeline(target, database, fallback, hand_kernels)
-    zero = relax.get_pipeline("zero")
-    if not folders:
-        return zero
-
-    @tvm.transform.module_pass(opt_level=0)
-    def _gpu(mod, _ctx):
-        with tvm.target.Target(target), union_database(folders):
-            return tvm.transform.Sequential([zero, relax.transform.MetaScheduleApplyDatabase()])(
-                mod
-            )
-
-    return _gpu
+    database = union_database(folders) if folders else None
+    return kind_of(target).pipeline(target, database, fallback, hand_kernels)
 
 
 def union_database(folders):

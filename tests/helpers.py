@@ -5,14 +5,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from qbench import build, frontend, graph, zoo
+from qbench import build, frontend, graph, targets, zoo
 from qbench.calibration.calibrate import calibrate_module
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
 from qbench.runners import TVMRunner
 
-LLVM = build.host_llvm_target(2)  # this CPU, as `--target llvm`
+LLVM = targets.Llvm.host(2)  # this CPU, as `--target llvm`
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Quantized:
     def run(self, which, x):
         mod = self.fp32_mod if which == "fp32" else self.int8_mod
         runner = TVMRunner(
-            build.build(mod, LLVM), build.device_for(LLVM), len(x), x.shape[1:], which
+            build.build(mod, LLVM), targets.device_for(LLVM), len(x), x.shape[1:], which
         )
         return runner.infer(np.ascontiguousarray(x, np.float32))
 

@@ -6,7 +6,7 @@ import torch
 from helpers import LLVM, loaded, quantize_tiny, torch_out
 from torch import nn
 
-from qbench import build, frontend, graph
+from qbench import build, frontend, graph, targets
 from qbench.errors import UnsupportedModelError
 from qbench.runners import TVMRunner
 
@@ -14,7 +14,7 @@ from qbench.runners import TVMRunner
 def fp32_tvm(module, x):
     imported = frontend.import_model(loaded(module, x.shape[1:]), len(x))
     runner = TVMRunner(
-        build.build(imported.mod, LLVM), build.device_for(LLVM), len(x), x.shape[1:], "fp32"
+        build.build(imported.mod, LLVM), targets.device_for(LLVM), len(x), x.shape[1:], "fp32"
     )
     return runner.infer(x)
 

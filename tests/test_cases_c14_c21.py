@@ -15,10 +15,10 @@ from PIL import Image
 from torch import nn
 
 from qbench import data, dbfiles, frontend, tuning
-from qbench.build import host_llvm_target
 from qbench.cli import main
 from qbench.errors import UnsupportedModelError, UserError
 from qbench.quantize.plan import INT32_MAX, accumulator_bound, overflow_reason
+from qbench.targets import Llvm
 
 MODELS = textwrap.dedent("""
     import torch
@@ -325,7 +325,7 @@ def test_class_folder_beyond_the_model_exits_2(tmp_path, capsys, models):
 def _host_db(tmp_path, root):
     """The shipped records, copied where ``qbench run`` looks for this host's database."""
     (shipped,) = tuning.PRETUNED_ROOT.iterdir()
-    folder = tuning.db_dir(tmp_path / root, host_llvm_target(2))
+    folder = tuning.db_dir(tmp_path / root, Llvm.host(2))
     shutil.copytree(shipped, folder)
     return folder
 

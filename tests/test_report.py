@@ -34,7 +34,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from helpers import LLVM, quantize_tiny
     from torch import nn
 
-    from qbench import build
+    from qbench import build, targets
     from qbench.compare import latency_stats
     from qbench.report import _graph, latency_table
     from qbench.runners import TVMRunner
@@ -53,7 +53,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     q = quantize_tiny(model, calib)
     results = {}
     for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod)):
-        runner = TVMRunner(build.build(mod, LLVM), build.device_for(LLVM), 1, (32, 64, 64), name)
+        runner = TVMRunner(build.build(mod, LLVM), targets.device_for(LLVM), 1, (32, 64, 64), name)
         results[name] = {"latency": latency_stats(runner.time(calib[0], warmup=2, repeat=20))}
     table = latency_table({"results": results}, "simple")
     slower = (

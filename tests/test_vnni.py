@@ -5,7 +5,7 @@ import pytest
 import torch
 from helpers import LLVM, exact_conv, quantize_tiny, run_tvm
 
-from qbench import build
+from qbench import build, lowering, tuning
 from qbench.kernels import layout
 from qbench.kernels.conv2d import register_block, requantized_conv
 from qbench.kernels.intrin import (
@@ -236,3 +236,42 @@ def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(target, 
         w = np.ones((16, 8, 3, 3), np.int8)
         module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
         assert build.assembly(build.compile(module, target)).count(PATHS[path][1]) >= 4
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: 1x1 expand, depthwise 3x3, 1x1 project, residual add."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.expand = torch.nn.Conv2d(c, 4 * c, 1)
+        self.dw = torch.nn.Conv2d(4 * c, 4 * c, 3, padding=1, groups=4 * c)
+        self.project = torch.nn.Conv2d(4 * c, c, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.relu6(self.dw(torch.nn.functional.relu6(self.expand(x))))
+        return x + self.project(y)
+
+
+def test_residual_blocks_keep_every_layer_on_a_hand_kernel():
+    """FuseOps may put the residual branch's elementwise ops before the next block's conv in
+    one kernel; the conv must still get its hand schedule (it had fallen to the default
+    schedule: 4x slower on mobilenet_v2's blocks)."""
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        _InvertedResidual(16),
+        _InvertedResidual(16),
+        _InvertedResidual(16),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 10),
+    )
+    calib = [np.random.default_rng(5).standard_normal((2, 3, 12, 12)).astype(np.float32)]
+    q = quantize_tiny(net, calib)
+    hand_ops = ("conv2d_packed", "conv2d_nchwc_fp32", "depthwise_conv2d")
+    for mod in (q.fp32_mod, q.int8_mod):
+        lowered = tuning.apply(mod, _class_target("avx2"), [])
+        with_hand_op = {n for n in lowering.kernels(lowered) if any(op in n for op in hand_ops)}
+        assert len(with_hand_op) >= 5  # identical blocks share kernels
+        assert int(lowered.attrs[lowering.SCHEDULE_COUNTS]["hand"]) == len(with_hand_op)
+    # the case: the INT8 graph's residual add fused before a packed conv
+    assert any(n.startswith("fused_add") and "conv2d_packed" in n for n in with_hand_op)

@@ -74,10 +74,11 @@ def calibrate_module(
     from .. import build
     from ..graph import observer_module
     from ..runners import TVMRunner
+    from ..targets import device_for
 
     observer = TVMRunner(
         build.build(observer_module(mod), target, databases),
-        build.device_for(target),
+        device_for(target),
         batch_size,
         input_shape,
         "observer",

@@ -30,15 +30,32 @@ CONV_LIKE_SPATIAL = 3  # (N, C, H, W)-like outputs: rows worth vectorizing
 MAX_PHASES = 4  # (..., phase, row) outputs of column splits: the phase moved innermost
 
 
+def _inline_into_epilogue(sch, blocks, kernel):
+    """Inline ``blocks``, ops FuseOps put before the hand ``kernel`` block (e.g. the bias add
+    of a residual branch that the kernel's epilogue adds), into their consumers. False when
+    the kernel itself reads one (its operands must stay buffers) or one cannot be inlined."""
+    written = [w.source for b in blocks for w in sch.get(b).writes]
+    if any(r.source.same_as(w) for r in sch.get(kernel).reads for w in written):
+        return False
+    try:
+        for block in blocks:
+            sch.compute_inline(block)
+    except s_tir.ScheduleError:
+        return False
+    return True
+
+
 def _packed(sch, conv, out, _target, intrin, columns):
     schedule_packed(sch, conv, out, intrin, columns)
 
 
 class HandKernels(ScheduleRule):
-    """Schedules a PrimFunc that starts with one of qbench's hand-written kernels (the packed
-    VNNI conv of ``conv2d.py``, the depthwise conv of ``depthwise.py``) followed by its
-    epilogue chain: the requantize and the elementwise ops FuseOps fused after it (bias,
-    activation, residual add) are inlined into the kernel's output tile. Ops that change the
+    """Schedules a PrimFunc built around one of qbench's hand-written kernels (the packed
+    convs of ``conv2d.py`` and ``conv2d_fp32.py``, the depthwise conv and max pooling of
+    ``depthwise.py``) followed by its epilogue chain (elementwise ops before the kernel that
+    only the epilogue reads are inlined into it): the requantize and the elementwise ops
+    FuseOps fused after it (bias, activation, residual add) are inlined into the kernel's
+    output tile. Ops that change the
     shape after them (FuseOps may append the next layer's pad and quantize) run as a second,
     parallel loop nest over the tile's result."""
 
@@ -56,9 +73,11 @@ class HandKernels(ScheduleRule):
             return None
         sch = s_tir.Schedule(func)
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        schedule = self.SCHEDULES.get(sch.get(blocks[0]).annotations.get("op_name"))
-        if schedule is None:
+        names = [sch.get(b).annotations.get("op_name") for b in blocks]
+        first = next((i for i, name in enumerate(names) if name in self.SCHEDULES), None)
+        if first is None or not _inline_into_epilogue(sch, blocks[:first], blocks[first]):
             return None
+        schedule, blocks = self.SCHEDULES[names[first]], blocks[first:]
         shapes = [[int(v.dom.extent) for v in sch.get(b).iter_vars] for b in blocks[1:]]
         tile = 1 + next((i for i, s in enumerate(shapes) if s != shapes[0]), len(shapes))
         try:
