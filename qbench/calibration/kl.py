@@ -5,39 +5,85 @@ The method of Migacz, "8-bit Inference with TensorRT", GTC 2017, as implemented 
 candidate threshold, the clipped reference distribution P (outliers folded into its last
 bin) is compared with Q, P quantized to ``num_quantized_bins`` levels and expanded back;
 the threshold with the smallest KL(P || Q) wins.
+
+Candidates are evaluated together, each as one row of a (K, W) float64 array that holds its
+first i bins, zero-padded to the widest candidate W of a chunk of K rows. Padding bins are
+zero in P and Q, are smoothed alike (to ``eps`` in both) without counting as zero bins, and
+add exactly 0 to the divergence.
 """
 
 import numpy as np
-from scipy.stats import entropy
+from scipy.special import rel_entr
 
 MAX_CANDIDATES = 1024
+CHUNK_ELEMENTS = 1 << 20  # cells of one (K, W) float64 array: 8 MiB, a few such at once
 
 
-def smooth(dist, eps=1e-4):
+def smooth(dist, lengths, eps=1e-4):
     """Move ``eps`` mass onto zero bins, taken evenly from non-zero bins (as MXNet does).
 
     Args:
-        dist: a probability distribution, 1-D float64 summing to 1.
+        dist: probability distributions, float64 (K, W), one per row: row k has
+            ``lengths[k]`` bins summing to 1, at least one of them non-zero, then zeros.
+        lengths: int64 (K,).
     Returns:
-        The smoothed counts, or None when every bin is zero.
+        The smoothed rows, float64 (K, W); padding bins hold ``eps``.
     """
     is_zero = dist == 0
-    n_zero = int(is_zero.sum())
-    n_nonzero = dist.size - n_zero
-    if n_nonzero == 0:
-        return None
-    eps_nonzero = eps * n_zero / n_nonzero
-    return dist + eps * is_zero - eps_nonzero * (~is_zero)
+    n_zero = is_zero.sum(axis=1, keepdims=True) - (dist.shape[1] - lengths[:, None])
+    eps_nonzero = eps * n_zero / (lengths[:, None] - n_zero)
+    return dist + np.where(is_zero, eps, -eps_nonzero)
 
 
-def _quantized(sliced, nonzero, num_quantized_bins):
-    """Q: ``sliced`` merged into ``num_quantized_bins`` groups, spread over ``nonzero`` bins."""
-    starts = np.linspace(0, sliced.size, num_quantized_bins + 1).astype(np.int64)[:-1]
-    sums = np.add.reduceat(sliced, starts)
-    counts = np.add.reduceat(nonzero.astype(np.int64), starts)
-    lengths = np.diff(np.append(starts, sliced.size))
-    per_bin = np.repeat(np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0), lengths)
-    return per_bin * nonzero
+def _quantized(sliced, nonzero, lengths, num_quantized_bins):
+    """Q per row: row k's first ``lengths[k]`` bins of ``sliced`` merged into
+    ``num_quantized_bins`` groups split at ``linspace(0, length, levels + 1)`` rounded down,
+    each group's sum spread evenly over its bins that are non-zero in P (``nonzero``).
+
+    Args:
+        sliced: float64 (K, W) integer counts, zero past each row's length.
+        nonzero: bool (K, W), False past each row's length.
+        lengths: int64 (K,), each >= ``num_quantized_bins``.
+    Returns:
+        float64 (K, W), zero where ``nonzero`` is False.
+    """
+    rows, width = sliced.shape
+    edges = np.linspace(0, lengths, num_quantized_bins + 1).astype(np.int64)[:-1].T
+    starts = (edges + width * np.arange(rows)[:, None]).ravel()  # the last group runs on
+    sums = np.add.reduceat(sliced.ravel(), starts)  # through the padding, all zero
+    counts = np.add.reduceat(nonzero.ravel(), starts, dtype=np.int64)
+    per_bin = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    spans = np.diff(starts, append=rows * width)
+    return np.repeat(per_bin, spans).reshape(rows, width) * nonzero
+
+
+def _divergences(counts, lengths, num_quantized_bins):
+    """KL(P || Q) of each candidate: float64 (K,), ``inf`` where Q is empty (the candidate
+    is skipped) or smoothing left a negative bin.
+
+    Args:
+        counts: float64 (B,) histogram.
+        lengths: int64 (K,) candidate bin counts, each in [``num_quantized_bins``, B].
+    """
+    width = int(lengths.max())
+    sliced = np.where(np.arange(width) < lengths[:, None], counts[:width], 0.0)
+    p = sliced.copy()
+    tails = np.append(np.cumsum(counts[::-1])[::-1], 0.0)  # counts[i:].sum(), exact
+    p[np.arange(lengths.size), lengths - 1] += tails[lengths]
+    q = _quantized(sliced, p != 0, lengths, num_quantized_bins)
+    q_sum = q.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # 0 / 0 on an empty Q, set to inf below
+        q = smooth(q / q_sum, lengths)
+    kl = rel_entr(smooth(p / tails[0], lengths), q).sum(axis=1)
+    return np.where(q_sum[:, 0] > 0, kl, np.inf)
+
+
+def _candidates(last, num_quantized_bins):
+    """Candidate bin counts: ``num_quantized_bins`` to ``last`` with the stride that keeps
+    at most ``MAX_CANDIDATES`` (+1 for ``last`` itself), int64 ascending."""
+    stride = max(1, -(-(last - num_quantized_bins) // MAX_CANDIDATES))
+    candidates = np.arange(num_quantized_bins, last + 1, stride)
+    return candidates if candidates[-1] == last else np.append(candidates, last)
 
 
 def kl_threshold(counts, bin_width, num_quantized_bins=128):
@@ -51,8 +97,10 @@ def kl_threshold(counts, bin_width, num_quantized_bins=128):
 
     Returns:
         The threshold, float >= 0; the edge just above the last non-zero bin when the data
-        occupies no more bins than there are levels (nothing is worth clipping). Candidates
-        are strided so that at most ``MAX_CANDIDATES`` are evaluated.
+        occupies no more bins than there are levels (nothing is worth clipping), or when
+        no candidate has a finite divergence. Candidates are strided so that at most
+        ``MAX_CANDIDATES`` are evaluated, in chunks of at most ``CHUNK_ELEMENTS`` cells;
+        of equal divergences the smallest candidate wins.
     """
     counts = np.asarray(counts, dtype=np.float64)
     nonzero = np.flatnonzero(counts)
@@ -61,21 +109,13 @@ def kl_threshold(counts, bin_width, num_quantized_bins=128):
     last = int(nonzero[-1]) + 1
     if last <= num_quantized_bins:
         return last * bin_width
-    stride = max(1, -(-(last - num_quantized_bins) // MAX_CANDIDATES))
-    candidates = list(range(num_quantized_bins, last + 1, stride))
-    if candidates[-1] != last:
-        candidates.append(last)
-    best, best_kl = last, np.inf
-    for i in candidates:
-        p = counts[:i].copy()
-        p[-1] += counts[i:].sum()
-        q = _quantized(counts[:i], p != 0, num_quantized_bins)
-        if q.sum() == 0:
-            continue
-        p, q = smooth(p / p.sum()), smooth(q / q.sum())
-        if p is None or q is None:
-            continue
-        kl = entropy(p, q)
-        if kl < best_kl:
-            best, best_kl = i, kl
-    return best * bin_width
+    candidates = _candidates(last, num_quantized_bins)
+    rows = max(1, CHUNK_ELEMENTS // last)
+    kl = np.concatenate(
+        [
+            _divergences(counts, candidates[start : start + rows], num_quantized_bins)
+            for start in range(0, candidates.size, rows)
+        ]
+    )
+    best = int(np.argmin(kl))
+    return int(candidates[best] if kl[best] < np.inf else last) * bin_width
