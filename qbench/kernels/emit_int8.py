@@ -24,15 +24,15 @@ def _quantize(bb, x, layer, axis):
     return bb.emit(op.quantize(x, scale, zero_point, axis=axis, out_dtype="uint8"))
 
 
-def _padded(bb, x, padding):
-    """``x`` (N, C, H, W) float32 padded with real 0.0 (which quantizes to the zero point);
-    ``padding``: (top, left, bottom, right)."""
+def _padded(bb, x, padding, value=0.0):
+    """``x`` (N, C, H, W) padded with ``value`` (float32 x: real 0.0, which quantizes to the
+    zero point; uint8 x: the zero point); ``padding``: (top, left, bottom, right)."""
     from tvm.relax import op
 
     if not any(padding):
         return x
     top, left, bottom, right = padding
-    return bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
+    return bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=value))
 
 
 def _epilogue_constants(layer, packing):
@@ -57,7 +57,7 @@ def packed(bb, layer, packing):
         strides, dilation, rows = (1, 1), (1, 1), True
     else:
         attrs = layer.attrs
-        x_q = _quantize(bb, _padded(bb, layer.x, [int(p) for p in attrs.padding]), layer, 1)
+        x_q = _quantize(bb, _padded(bb, layer.x, layer.padding), layer, 1)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
         weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
         strides = tuple(int(s) for s in attrs.strides)
@@ -100,7 +100,9 @@ def depthwise(bb, layer):
     from .depthwise import depthwise_conv, split_columns
 
     attrs = layer.attrs
-    x_q = _quantize(bb, _padded(bb, layer.x, [int(p) for p in attrs.padding]), layer, 1)
+    # quantize first: it fuses into the previous layer's epilogue, and the pad moves bytes
+    x_q = _quantize(bb, layer.x, layer, 1)
+    x_q = _padded(bb, x_q, layer.padding, float(layer.zero_point))
     strides = tuple(int(s) for s in attrs.strides)
     width = int(x_q.ty.shape[3])
     if strides[1] > 1:

@@ -4,9 +4,11 @@ An FP32 layer is one call: conv2d or matmul of a float32 input and a constant we
 max_pool2d. An integer layer is the chain ``quantize.rewrite`` emits for one conv2d/matmul,
 matched with ``relax.dpl`` through the graph's variable bindings:
 
-    multiply(astype(subtract?(op(quantize(x, scale, zero_point), W_q), correction)), rescale)
+    multiply(astype(subtract?(op(pad?(quantize(x, scale, zero_point)), W_q), correction)),
+             rescale)
 
-with ``op`` a conv2d or matmul of uint8 x int8 -> int32 and every operand but ``x`` constant.
+with ``op`` a conv2d or matmul of uint8 x int8 -> int32, every operand but ``x`` constant,
+and ``pad`` (conv only) the conv's padding with the zero point.
 """
 
 from dataclasses import dataclass
@@ -39,8 +41,9 @@ class IntegerLayer:
         op: ``CONV2D``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no kernel takes
             (grouped conv, matmul of a 3-D input), which keeps TVM's integer op.
         x: the float32 Relax expression quantized: (N, C, H, W) for a conv, (M, K) for a
-            matmul; already padded when the conv's own padding is zero.
+            matmul.
         attrs: the integer conv2d's attributes (None for a matmul).
+        padding: the conv's padding of the quantized input, (top, left, bottom, right).
         scale: activation scale, float > 0. zero_point: activation zero point, int 0..255.
         weight: int8 numpy weights, (O, C/groups, KH, KW) or (K, N).
         correction: (O,) int64, zero_point * sum(weight) per output channel (0 when the graph
@@ -53,6 +56,7 @@ class IntegerLayer:
     op: str
     x: object
     attrs: object
+    padding: tuple
     scale: float
     zero_point: int
     weight: np.ndarray
@@ -101,9 +105,11 @@ def _integer_pattern():
     parts = {name: is_const() for name in ("scale", "zero_point", "weight", "correction")}
     parts["x"] = wildcard()
     parts["quantize"] = is_op("relax.quantize")(parts["x"], parts["scale"], parts["zero_point"])
-    parts["op"] = is_op("relax.nn.conv2d")(parts["quantize"], parts["weight"]) | is_op(
-        "relax.matmul"
-    )(parts["quantize"], parts["weight"])
+    parts["pad"] = is_op("relax.nn.pad")(parts["quantize"])
+    data = parts["pad"] | parts["quantize"]
+    parts["op"] = is_op("relax.nn.conv2d")(data, parts["weight"]) | is_op("relax.matmul")(
+        parts["quantize"], parts["weight"]
+    )
     corrected = is_op("relax.subtract")(parts["op"], parts["correction"])
     parts["rescale"] = is_const()
     root = is_op("relax.multiply")(is_op("relax.astype")(corrected | parts["op"]), parts["rescale"])
@@ -124,8 +130,12 @@ def integer_layer(call, var2val):
     op_call, value = found[parts["op"]], lambda name: found[parts[name]].value.numpy()
     if op_call.ty.dtype != "int32" or found[parts["weight"]].ty.dtype != "int8":
         return None
-    kind = CONV2D if op_call.op.name == "relax.nn.conv2d" else MATMUL
     zero_point = int(value("zero_point"))
+    pad = found[parts["pad"]] if parts["pad"] in found else None
+    padding = _padding(pad, op_call, zero_point)
+    if padding is None:
+        return None
+    kind = CONV2D if op_call.op.name == "relax.nn.conv2d" else MATMUL
     weight = value("weight")
     channels = weight.shape[0] if kind == CONV2D else weight.shape[-1]
     correction = value("correction") if parts["correction"] in found else np.zeros(channels)
@@ -135,9 +145,29 @@ def integer_layer(call, var2val):
         op=_op(op_call, kind),
         x=found[parts["x"]],
         attrs=op_call.attrs if kind == CONV2D else None,
+        padding=padding,
         scale=float(value("scale")),
         zero_point=zero_point,
         weight=weight,
         correction=np.asarray(correction, np.int64).reshape(-1),
         rescale=np.broadcast_to(value("rescale").reshape(-1), (channels,)).astype(np.float32),
     )
+
+
+def _padding(pad, op_call, zero_point):
+    """(top, left, bottom, right): the explicit ``pad`` call's (spatial only, with the zero
+    point) plus the conv's own (zero-padded uint8 is only right when the zero point is 0).
+    None for any other pad."""
+    if op_call.op.name != "relax.nn.conv2d":
+        return (0, 0, 0, 0)
+    top, left, bottom, right = (int(p) for p in op_call.attrs.padding)
+    if any((top, left, bottom, right)) and zero_point:
+        return None
+    if pad is None:
+        return (top, left, bottom, right)
+    width = [int(w) for w in pad.attrs.pad_width]
+    if any(width[:4]) or pad.attrs.pad_mode != "constant":
+        return None
+    if float(pad.attrs.pad_value) != zero_point:
+        return None
+    return (top + width[4], left + width[6], bottom + width[5], right + width[7])

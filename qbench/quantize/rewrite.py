@@ -3,8 +3,8 @@
 For a layer y = conv2d(x, W) with activation parameters (s_x, z_x) and int8 weights
 W_q with per-channel scales s_w, the rewrite emits
 
-    x_q = quantize(x, s_x, z_x) : uint8        (explicit zero padding first when z_x != 0,
-                                                so padded cells hold z_x, the real 0)
+    x_q = quantize(x, s_x, z_x) : uint8        (then a conv's padding, explicit, with z_x:
+                                                the real 0)
     acc = conv2d(x_q, W_q, out_dtype=int32)    (8-bit operands, int32 accumulation)
     acc = acc - z_x * sum(W_q)                 (zero-point correction, per output channel)
     y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
@@ -114,28 +114,21 @@ def _integer(emit, call, kind, plan):
     return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
 
 
-def _pad_input(emit, x, padding, always):
-    """Explicit padding with real 0.0, which quantizes to the zero point."""
-    from tvm.relax import op
-
-    if not (always and any(padding)):
-        return x, padding
-    top, left, bottom, right = padding
-    return emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0)), [0] * 4
-
-
 def _plain_conv(emit, call, plan):
     from tvm.relax import op
 
     attrs = call.attrs
-    padding = [int(p) for p in attrs.padding]
-    x, padding = _pad_input(emit, call.args[0], padding, plan.act.zero_point != 0)
+    x_q = _quantize(emit, call.args[0], plan.act, 1)
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    if top or left or bottom or right:  # padded cells hold the zero point, the real 0
+        pad_width = [0, 0, 0, 0, top, bottom, left, right]
+        x_q = emit(op.nn.pad(x_q, pad_width, pad_value=float(plan.act.zero_point)))
     return emit(
         op.nn.conv2d(
-            _quantize(emit, x, plan.act, 1),
+            x_q,
             _const(plan.weight.q, "int8"),
             attrs.strides,
-            padding,
+            [0, 0, 0, 0],
             attrs.dilation,
             int(attrs.groups),
             attrs.data_layout,
