@@ -211,3 +211,45 @@ def test_time_budget_and_ctrl_c_stop_reasons():
     assert _why_stop(calm, None) == "" and _why_stop(calm, time.time() + 60) == ""
     assert _why_stop(calm, time.time() - 1) == "--time-budget"
     assert _why_stop(interrupted, time.time() + 60) == "Ctrl-C"
+
+
+def _row_sum(block_name):
+    """A (4, 8) -> (4,) row-sum kernel whose reduction block is named ``block_name``."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def row_sum(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+        for i, k in T.grid(4, 8):
+            with T.sblock(block_name):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+
+    return tvm.IRModule({"main": row_sum})
+
+
+def test_record_check_takes_a_kernel_that_differs_from_the_record_in_block_names(tmp_path):
+    """A database matches kernels by structural equality, which ignores block names: the
+    record of a kernel whose block is "x_red" serves one whose block is "red". Checking it
+    had applied the trace to the second kernel and crashed `qbench tune` (exit 3) on
+    efficientnet_lite0 at batch 1 after batch 8 was tuned."""
+    from types import SimpleNamespace
+
+    import tvm
+    from helpers import LLVM
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    recorded, other = _row_sum("x_red"), _row_sum("red")
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    sch = s_tir.Schedule(recorded)
+    sch.parallel(sch.get_loops(sch.get_sblock("x_red"))[0])
+    workload = database.commit_workload(recorded)
+    target = tvm.target.Target(LLVM)
+    database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [1e-6], target))
+    task = SimpleNamespace(dispatched=[other], task_name="row_sum")
+    assert database.has_workload(other)
+    rejected = recordcheck.check_records([task], LLVM, tmp_path)
+    assert not any("wrong" in reason for reason in rejected), rejected
