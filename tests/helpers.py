@@ -63,6 +63,15 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
 
 
+def shipped_database():
+    """The shipped pre-tuned folder these tests read as a sample database (Zen 5's: it
+    holds kept and rejected workloads)."""
+    from qbench import tuning
+
+    (folder,) = tuning.PRETUNED_ROOT.glob("llvm-znver5-*")
+    return folder
+
+
 def exact_conv(x, w, strides=(1, 1), dilation=(1, 1)):
     """conv2d of integer arrays ``x`` (N, C, H, W) and ``w`` (O, C, KH, KW) in float64 by
     PyTorch: exact for sums below 2**53."""

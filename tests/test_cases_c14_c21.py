@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from helpers import quantize_tiny, torch_out
+from helpers import quantize_tiny, shipped_database, torch_out
 from PIL import Image
 from torch import nn
 
@@ -324,7 +324,7 @@ def test_class_folder_beyond_the_model_exits_2(tmp_path, capsys, models):
 
 def _host_db(tmp_path, root):
     """The shipped records, copied where ``qbench run`` looks for this host's database."""
-    (shipped,) = tuning.PRETUNED_ROOT.iterdir()
+    shipped = shipped_database()
     folder = tuning.db_dir(tmp_path / root, Llvm.host(2))
     shutil.copytree(shipped, folder)
     return folder

@@ -1,12 +1,14 @@
 """qbench's FP32 CPU kernels (packed conv, dense, depthwise) against PyTorch."""
 
 import numpy as np
+import pytest
 import torch
 from helpers import LLVM, loaded, run_tvm, torch_out
 
 from qbench import build, frontend
 from qbench.kernels.conv2d_fp32 import ic_block, pack_weight
 from qbench.kernels.select import KERNEL_PATHS, select_kernels
+from qbench.targets import has_feature
 
 
 class _Net(torch.nn.Module):
@@ -63,3 +65,26 @@ def test_fp32_kernels_match_pytorch():
     assert schedules["hand"] == 7 and schedules["tuned"] == 0 and schedules["default"] > 0
     want = torch_out(net, x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_guarded_block_picks_the_least_waste():
+    from qbench.kernels.conv2d import guarded_block
+
+    # by hand: 7 -> 4+3 (1 wasted), 14 -> 5+5+4 (1), 28 -> 7x4 (0), 6 -> 6, 3 -> 3
+    assert [guarded_block(w) for w in (7, 14, 28, 56, 6, 3, 1, 9)] == [4, 5, 4, 4, 6, 3, 1, 5]
+
+
+def test_partial_register_tiles_match_pytorch():
+    """AVX2's FP32 conv ends rows of 7 and 14 on a partial tile (4+3, 5+5+4): the guarded
+    columns must be computed and written exactly once."""
+    haswell = {**LLVM, "mcpu": "haswell"}  # 16 ymm registers, whatever the host's class
+    if not has_feature(LLVM, "avx2"):
+        pytest.skip("this CPU has no AVX2: the haswell build cannot run here")
+    torch.manual_seed(1)
+    for size in (7, 14):
+        net = torch.nn.Sequential(torch.nn.Conv2d(32, 48, 3, padding=1), torch.nn.ReLU()).eval()
+        x = np.random.default_rng(size).standard_normal((1, 32, size, size)).astype(np.float32)
+        mod = frontend.import_model(loaded(net, x.shape[1:]), 1).mod
+        got = run_tvm(build.compile(mod, haswell), x)
+        want = torch_out(net, x)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

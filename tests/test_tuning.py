@@ -7,6 +7,7 @@ import signal
 import textwrap
 
 import pytest
+from helpers import shipped_database
 
 from qbench import recordcheck, tuning
 from qbench.cli import main
@@ -55,7 +56,7 @@ def test_first_ctrl_c_requests_a_stop_second_aborts():
 
 
 def test_rejected_workloads_are_left_out_of_the_merged_database(tmp_path):
-    (shipped,) = tuning.PRETUNED_ROOT.iterdir()
+    shipped = shipped_database()
     folder = tmp_path / "db"
     shutil.copytree(shipped, folder)
     (folder / recordcheck.REJECTED).unlink(missing_ok=True)
@@ -177,8 +178,8 @@ def test_record_slower_than_default_schedule_is_rejected():
     # a column-major walk over a row-major 16 MiB array, against CpuFallback's parallel rows
     slow = s_tir.Schedule(mod)
     slow.reorder(*reversed(slow.get_loops(slow.get_sblock("y"))))
-    record = SimpleNamespace(trace=slow.trace)
-    assert recordcheck._fault(mod, record, LLVM).startswith("slower than the default schedule")
+    record = SimpleNamespace(trace=slow.trace, workload=SimpleNamespace(mod=mod))
+    assert recordcheck._fault(record, LLVM).startswith("slower than the default schedule")
 
 
 def test_a_workload_with_only_failed_records_is_tuned_again():
@@ -187,7 +188,7 @@ def test_a_workload_with_only_failed_records_is_tuned_again():
     from qbench import dbfiles
     from qbench.tuner import _has_valid_record
 
-    (shipped,) = tuning.PRETUNED_ROOT.iterdir()
+    shipped = shipped_database()
     workload, record = dbfiles.read_folder(shipped).records[0]
     for secs, valid in [(1e10, False), (2e-5, True)]:  # MetaSchedule stores 1e10 s on failure
         db = ms.database.MemoryDatabase()

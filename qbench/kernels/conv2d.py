@@ -144,20 +144,39 @@ def schedule_packed(sch, conv, out, intrin, columns):
     sch.vectorize(sch.get_loops(init)[-1])
 
 
-def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS):
+GUARDED_COLUMNS = (4, 5, 6)  # tile widths for kernels that may end rows on a partial tile
+
+
+def guarded_block(out_w):
+    """Output columns per tile when a row may end on a partial (guarded) tile, for 16-register
+    CPUs: of 4, 5 and 6 the one that wastes the fewest columns past the row (the fewest
+    tiles on a tie); rows narrower than 4 in one tile. Measured for the FP32 conv on AMD Zen 3
+    (2 threads, 3x3 convs of resnet18): rows of 7 ran at 36 GMAC/s as one 7-column tile
+    (spilled registers) and 78 GMAC/s in tiles of 4; rows of 14 at 36 and 94 (tiles of 5).
+    The INT8 kernels cannot take partial tiles (the predicate blocks tensorize)."""
+    if out_w < GUARDED_COLUMNS[0]:
+        return out_w
+    return min(GUARDED_COLUMNS, key=lambda c: (-(-out_w // c) * c - out_w, c))
+
+
+def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS, guarded=False):
     """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
     then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
     per tile, ``register_block`` output columns by 16 output channels (by 32 when that fills
     the registers better: rows of 7 or fewer columns) of the conv accumulate in a small
     buffer over (C/block, KH, KW), then the epilogue writes the tile (the transpose back to
-    rows, unrolled). Returns the conv's loops (output-channel blocks, columns, 16 output
-    channels, C/block, KH, KW, block) under the tile, for the caller to order."""
+    rows, unrolled). ``guarded``: tiles of ``guarded_block`` columns, the last one of a row
+    partial, where ``limit`` is below ``REGISTER_COLUMNS`` (16-register CPUs). Returns the
+    conv's loops (output-channel blocks, columns, 16 output channels, C/block, KH, KW,
+    block) under the tile, for the caller to order."""
     loops = sch.get_loops(out)
     if len(loops) == 2:  # dense: (M, C)
         (cols, c), outer, inner = loops, [], []
     else:  # conv: (N, C, OH, OW)
         outer, c, inner, cols = [loops[0]], loops[1], [loops[2]], loops[3]
-    columns = register_block(int(sch.get(cols).extent), limit)
+    out_w = int(sch.get(cols).extent)
+    small = guarded and limit < REGISTER_COLUMNS
+    columns = guarded_block(out_w) if small else register_block(out_w, limit)
     pair = 2 * columns <= limit and int(sch.get(c).extent) % (2 * OC_BLOCK) == 0
     c_o, c_i = sch.split(c, [None, OC_BLOCK * (2 if pair else 1)])
     x_o, x_i = sch.split(cols, [None, columns])

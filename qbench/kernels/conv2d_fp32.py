@@ -81,10 +81,13 @@ def schedule_conv2d_fp32(sch, conv, out, target):
     tiles, each step one broadcast input value times 16 output channels' weights (a vector
     FMA) for each of the tile's columns; as many columns as ``target``'s vector registers
     hold (``lowering.register_columns``: 14 with AVX-512, 6 with AVX2, where 14 spilled and
-    ran a 3x3 128->128 conv at 28x28 2.5x slower on AMD Zen 3)."""
+    ran a 3x3 128->128 conv at 28x28 2.5x slower on AMD Zen 3); with AVX2, rows end on a
+    partial tile rather than in one wide tile (``conv2d.guarded_block``)."""
     from ..lowering import register_columns
 
-    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out, register_columns(target))
+    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(
+        sch, conv, out, register_columns(target), guarded=True
+    )
     sch.reorder(ic_o, kh, kw, ic_i, oc, x, oc_i)
     sch.vectorize(oc_i)  # before decompose: TIR vectorizes a reduction block, not its update
     sch.unroll(x)

@@ -49,7 +49,8 @@ def _dot_impl(a_dtype, b_dtype, depth, intrinsic, lanes, accumulates):
     broadcast against B, in calls to the LLVM ``intrinsic`` of ``lanes`` int32 lanes each.
     ``accumulates``: the intrinsic takes C and adds to it (``vpdpbusd``, ``sdot``); else C
     is added after (``vpmaddwd``). Operands are passed as LLVM 22 declares them: bytes for
-    the quad intrinsics, int16 for the pair ones."""
+    the quad intrinsics, int16 for the pair ones; int8 weights B of a pair intrinsic are
+    sign-extended to int16 as they are loaded (``vpmovsxbw``), so they stay int8 in memory."""
     calls, elem = 16 // lanes, "int8" if depth == 4 else "int16"
 
     @T.prim_func(s_tir=True)
@@ -65,7 +66,10 @@ def _dot_impl(a_dtype, b_dtype, depth, intrinsic, lanes, accumulates):
             a = T.reinterpret(T.broadcast(word, lanes), dtype=f"{elem}x{lanes * depth}")
             for i in T.unroll(calls):
                 acc = C.vload([i * lanes], dtype=f"int32x{lanes}")
-                b = B.vload([i * lanes, 0], dtype=f"{elem}x{lanes * depth}")
+                b = T.Cast(
+                    f"{elem}x{lanes * depth}",
+                    B.vload([i * lanes, 0], dtype=f"{b_dtype}x{lanes * depth}"),
+                )
                 if accumulates:
                     C[T.ramp(i * lanes, 1, lanes)] = T.call_llvm_pure_intrin(
                         T.llvm_lookup_intrinsic_id(intrinsic), acc, a, b, dtype=f"int32x{lanes}"
@@ -165,8 +169,8 @@ SDOT_INTRIN = "dot_16x4_i8_sdot"
 
 # name -> ``_dot_impl`` arguments, registered on demand
 _PACKED_INTRINSICS = {
-    AVX2_INTRIN: ("int16", "int16", 2, "llvm.x86.avx2.pmadd.wd", 8, False),
-    AVX512BW_INTRIN: ("int16", "int16", 2, "llvm.x86.avx512.pmaddw.d.512", 16, False),
+    AVX2_INTRIN: ("int16", "int8", 2, "llvm.x86.avx2.pmadd.wd", 8, False),
+    AVX512BW_INTRIN: ("int16", "int8", 2, "llvm.x86.avx512.pmaddw.d.512", 16, False),
     AVXVNNI_INTRIN: ("uint8", "int8", 4, "llvm.x86.avx512.vpdpbusd.256", 8, True),
     SDOT_INTRIN: ("int8", "int8", 4, "llvm.aarch64.neon.sdot.v4i32.v16i8", 4, True),
 }
@@ -177,8 +181,9 @@ def ensure_intrin(name):
     scheduling with it). ``VNNI_INTRIN`` is TVM's own, mended by ``ensure_vnni_intrin``;
     the others are qbench's, each exact in int32:
 
-    - ``AVX2_INTRIN``: int16 pairs, two ``vpmaddwd`` (ymm) and two ``vpaddd``. The int16
-      pair sums of 8-bit values are exact, unlike ``vpmaddubsw``'s saturating ones;
+    - ``AVX2_INTRIN``: int16 pairs of activations against int8 weights widened on load, two
+      ``vpmaddwd`` (ymm) and two ``vpaddd``. The int16 pair sums of 8-bit values are exact,
+      unlike ``vpmaddubsw``'s saturating ones;
     - ``AVX512BW_INTRIN``: the same pairs, one ``vpmaddwd`` (zmm);
     - ``AVXVNNI_INTRIN``: uint8 x int8 quads, two 256-bit ``vpdpbusd`` (AVX-VNNI);
     - ``SDOT_INTRIN``: int8 x int8 quads, four ``sdot`` (aarch64 dot-product extension).

@@ -23,8 +23,10 @@ class Packing:
     Attributes:
         block: input channels per innermost block (4 bytes for ``vpdpbusd``, 2 int16 for
             ``vpmaddwd``).
-        data_dtype: dtype of the packed activations (the uint8 values, widened for AVX2).
-        weight_dtype: numpy dtype of the prepacked int8 weights (widened for AVX2).
+        data_dtype: dtype of the packed activations (the uint8 values, widened to int16 for
+            ``vpmaddwd``).
+        weight_dtype: numpy dtype of the prepacked int8 weights (int8 on every path: the
+            ``vpmaddwd`` intrinsics widen them as they load them).
         op_name: the conv block's ``op_name``, which selects its hand schedule.
         intrin: the tensor intrinsic of 16 output channels by one input block.
         instruction: the machine instruction that intrinsic compiles to.
@@ -65,7 +67,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
     "avx512bw": Packing(
         PAIR_BLOCK,
         "int16",
-        np.int16,
+        np.int8,
         "qbench.conv2d_nchw2c_i16_avx512bw",
         intrin.AVX512BW_INTRIN,
         "vpmaddwd",
@@ -74,7 +76,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
     "avx2": Packing(
         PAIR_BLOCK,
         "int16",
-        np.int16,
+        np.int8,
         "qbench.conv2d_nchw2c_i16_avx2",
         intrin.AVX2_INTRIN,
         "vpmaddwd",
