@@ -4,8 +4,9 @@ One process measures every runner on the same batch, the same thread count and t
 warm-up, so the ratios are comparable even on a noisy machine. TVM builds apply whatever the
 tuning database holds for the target (see ``qbench tune``); the report line says how many
 records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; the peaks are
-this project's 2-thread register-only microbenchmark figures per CPU class (DESIGN.md, issue
-9: AMD Zen 5 for AVX-512 VNNI, AMD Zen 3 for AVX2); override them for another CPU. Each
+this project's 2-thread register-only microbenchmark figures (AMD Zen 5 for AVX-512 VNNI;
+none for AVX2, whose figures proved wrong): "not measured" without one; give them with
+--fp32-peak/--int8-peak for another CPU. Each
 model and batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio
 TVM INT8 / TVM FP32.
 
@@ -27,7 +28,9 @@ from qbench.report import cpu_name, int8_kernels_line
 from qbench.runners import TorchRunner, TVMRunner
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-PEAKS = {"AVX-512 VNNI": (258.0, 1040.0), "AVX2": (65.0, 128.0)}  # FP32, INT8 GMAC/s
+# FP32, INT8 GMAC/s. AVX2 has none: the figures once given (65, 128, from a register-only
+# loop on Zen 3) were exceeded by qbench's own kernels (97 and 144 GMAC/s), so they were wrong.
+PEAKS = {"AVX-512 VNNI": (258.0, 1040.0)}
 
 
 def torch_int8(module, calib, batch_size, shape):
