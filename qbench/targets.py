@@ -16,6 +16,8 @@ class Llvm:
     """CPUs through LLVM: the host (``llvm``), or a JSON dict naming an ``mcpu``."""
 
     name = "llvm"
+    # instruction sets a build may use that a CPU may lack: code for them dies of SIGILL
+    ISA_FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avxvnni", "dotprod")
 
     @staticmethod
     def host(threads):
@@ -52,6 +54,15 @@ class Llvm:
             raise UserError(
                 f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for "
                 f"{triple}; this machine is {codegen.llvm_get_system_cpu()!r}"
+            )
+        host = Llvm.host(target.get("num-cores", 1))
+        missing = [f for f in Llvm.ISA_FEATURES if has_feature(target, f)]
+        missing = [f for f in missing if not has_feature(host, f)]
+        if missing:
+            raise UserError(
+                f"--target {text}: this CPU ({codegen.llvm_get_system_cpu()}) lacks "
+                f"{', '.join(missing)}, which code for that target uses (it would die of an "
+                "illegal instruction); remote targets are not supported yet"
             )
         return target
 

@@ -95,12 +95,28 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys, args, text):
     assert not list(tmp_path.glob("rep/*"))  # no report, not even a partial one
 
 
+def _foreign_cpu_target():
+    """A target whose code this host cannot run (a Sapphire Rapids: AVX-512, AVX-VNNI), with
+    the first feature the refusal names; skipped on a host that runs it."""
+    from helpers import LLVM
+
+    from qbench.targets import has_feature
+
+    lacking = [f for f in ("avx512f", "avx512vnni", "avxvnni") if not has_feature(LLVM, f)]
+    return pytest.param(
+        ["--target", '{"kind": "llvm", "mcpu": "sapphirerapids"}'],
+        f"lacks {lacking[0] if lacking else ''}",
+        marks=pytest.mark.skipif(not lacking, reason="this CPU runs Sapphire Rapids code"),
+    )
+
+
 @pytest.mark.parametrize(
     "args, text",
     [
         (["--target", '{"kind": "cuda"}'], "cuda"),
         (["--target", '{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}'], "cannot run on this"),
         (["--target", '{"kind": "llvm", "mcpu": "bogus"}'], "mcpu 'bogus' unknown"),
+        _foreign_cpu_target(),
         (["--repeat", "3"], "--repeat 3: must be a finite number >= 20"),
         (["--percentile", "150"], "--percentile 150.0"),
         (["--global-scale", "inf"], "--global-scale inf"),
