@@ -70,7 +70,7 @@ def torch_quantized_conv(x_float, w_float, channels):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--size", type=int, default=28)
     p.add_argument("--threads", type=int, default=2)
@@ -101,9 +101,8 @@ def main():
         for name, fn in runners:
             ms = median_ms(fn)
             gmacs = macs / (ms / 1e3) / 1e9
-            rows.append(
-                [name, f"{ms:.3f}", f"{gmacs:.0f}", f"{100 * gmacs / args.int8_peak:.0f} %"]
-            )
+            share = f"{100 * gmacs / args.int8_peak:.0f} %" if args.int8_peak else "not measured"
+            rows.append([name, f"{ms:.3f}", f"{gmacs:.0f}", share])
     print(f"CPU {cpu_name()} ({kernel.cpu_class}), kernel path {kernel.path}")
     print(f"conv 3x3 {c}->{c} at {s}x{s}, batch 1, {args.threads} threads, {macs / 1e6:.0f} M MACs")
     print(tabulate(rows, ["build", "median ms", "GMAC/s", "of INT8 peak"], tablefmt="github"))

@@ -110,7 +110,8 @@ def prepare(opts):
     no_fast_path = ctx["int8_kernels"]["cpu_class"] == select.NO_FAST_PATH
     if no_fast_path and not opts.quant.simulate:
         say(
-            "WARNING: this CPU has no INT8 fast path in qbench (needs one of: "
+            f"WARNING: this target (mcpu {target.get('mcpu', 'default')}) has no INT8 fast path "
+            "in qbench (needs one of: "
             f"{', '.join(select.cpu_classes())}): INT8 conv2d/matmul layers run on default "
             "schedules and will likely be slower than FP32"
         )

@@ -16,8 +16,28 @@ class Llvm:
     """CPUs through LLVM: the host (``llvm``), or a JSON dict naming an ``mcpu``."""
 
     name = "llvm"
-    # instruction sets a build may use that a CPU may lack: code for them dies of SIGILL
-    ISA_FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avxvnni", "dotprod")
+    # LLVM CPU features that tune code generation but add no instruction a CPU may lack
+    TUNING_PREFIXES = (
+        "fast-",
+        "slow-",
+        "tuning-",
+        "prefer-",
+        "false-deps-",
+        "idiv",
+        "lea-",
+        "macrofusion",
+        "branchfusion",
+        "pad-short",
+        "sbb-dep",
+        "use-",
+        "allow-",
+        "vzeroupper",
+        "64bit-mode",
+        "no-",
+        "ermsb",
+        "faster-",
+        "fsrm",
+    )
 
     @staticmethod
     def host(threads):
@@ -39,25 +59,36 @@ class Llvm:
 
     @staticmethod
     def check(target, text):
-        """Refuse llvm targets this machine cannot build for and run (UserError)."""
+        """Refuse llvm targets this machine cannot build for and run (UserError): malformed
+        dicts, another architecture or OS, an unknown ``mcpu``, and any instruction set the
+        target's code may use that this CPU lacks (it would die of SIGILL)."""
         import platform
 
+        import tvm
         from tvm.target import codegen
 
-        triple = target.get("mtriple", codegen.llvm_get_system_triple())
-        if not triple.startswith(platform.machine()):
+        cores = target.get("num-cores", 1)
+        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+            raise UserError(f"--target {text}: num-cores must be a whole number >= 1")
+        try:
+            tvm_target = tvm.target.Target(target)
+        except Exception as e:  # noqa: BLE001  (TVM raises ValueError, TypeError, ...)
+            raise UserError(f"--target {text}: not a valid llvm target ({e})") from e
+        triple = str(tvm_target.attrs.get("mtriple") or codegen.llvm_get_system_triple())
+        machine, system = platform.machine(), platform.system().lower()
+        if not triple.startswith(machine) or system not in triple:
             raise UserError(
-                f"--target {text}: mtriple {triple} cannot run on this "
-                f"{platform.machine()} machine (remote targets are not supported yet)"
+                f"--target {text}: mtriple {triple} cannot run on this {machine} {system} "
+                "machine (remote targets are not supported yet)"
             )
-        if "mcpu" in target and not codegen.llvm_is_valid_cpu(target["mcpu"], triple):
+        if "mcpu" in target and not codegen.llvm_is_valid_cpu(str(target["mcpu"]), triple):
             raise UserError(
-                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for "
-                f"{triple}; this machine is {codegen.llvm_get_system_cpu()!r}"
+                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM; this machine "
+                f"is {codegen.llvm_get_system_cpu()!r}"
             )
-        host = Llvm.host(target.get("num-cores", 1))
-        missing = [f for f in Llvm.ISA_FEATURES if has_feature(target, f)]
-        missing = [f for f in missing if not has_feature(host, f)]
+        missing = Llvm._missing_features(tvm_target)
+        if "64bit" in missing:
+            raise UserError(f"--target {text}: mcpu {target.get('mcpu')!r} is a 32-bit CPU")
         if missing:
             raise UserError(
                 f"--target {text}: this CPU ({codegen.llvm_get_system_cpu()}) lacks "
@@ -65,6 +96,20 @@ class Llvm:
                 "illegal instruction); remote targets are not supported yet"
             )
         return target
+
+    @staticmethod
+    def _missing_features(tvm_target):
+        """The instruction-set features of ``tvm_target`` this CPU lacks, sorted; ``64bit``
+        when this CPU is 64-bit and the target's ``mcpu`` is not."""
+        import tvm
+        from tvm.target import codegen
+
+        host = set(codegen.llvm_get_cpu_features(tvm.target.Target(Llvm.host(1))))
+        wanted = set(codegen.llvm_get_cpu_features(tvm_target))
+        missing = {f for f in wanted - host if not f.startswith(Llvm.TUNING_PREFIXES)}
+        if "64bit" in host and "64bit" not in wanted:
+            missing.add("64bit")
+        return sorted(missing)
 
     @staticmethod
     def device():

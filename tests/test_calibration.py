@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from qbench.calibration import make_collector
 from qbench.calibration.histogram import NUM_BINS, AbsHistogram
@@ -133,3 +134,37 @@ def test_kl_threshold_on_narrow_histogram_keeps_everything():
 def test_unknown_mode_lists_valid_choices():
     with pytest.raises(ValueError, match="kl_divergence"):
         make_collector("entropy")
+
+
+class _Tokens(torch.nn.Module):
+    """A Linear on a 3-D input: (N, 1, T, 6) -> (N, T, 6) tokens -> (N, T, 5), pooled."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        return self.fc(x[:, 0]).mean(1)
+
+
+@pytest.mark.parametrize("n_valid", [2, 1])
+def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_valid):
+    """torch.export flattens the tokens to an (N*T, K) matmul input; the range must cover
+    the T tokens of each real image (it had covered the first N rows only: image 0's first
+    tokens), and none of the padding images'."""
+    from helpers import LLVM, loaded
+
+    from qbench import frontend, graph
+    from qbench.calibration.calibrate import calibrate_module
+    from qbench.quantize import QuantConfig
+
+    x = np.random.default_rng(7).standard_normal((2, 1, 6, 6)).astype(np.float32)
+    x[1] *= 10  # the second image's tokens are ten times wider
+    imported = frontend.import_model(loaded(_Tokens(), x.shape[1:]), 2)
+    layers = graph.find_layers(imported.mod, imported.layer_names)
+    config = QuantConfig(calib_mode="max", skip_first=False)
+    ranges = calibrate_module(imported.mod, layers, [(x, n_valid)], config, LLVM, x.shape[1:], 2)
+    (r,) = ranges.values()
+    real = x[:n_valid]
+    assert r.observed_min == pytest.approx(float(real.min()))
+    assert r.observed_max == pytest.approx(float(real.max()))

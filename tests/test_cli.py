@@ -105,7 +105,7 @@ def _foreign_cpu_target():
     lacking = [f for f in ("avx512f", "avx512vnni", "avxvnni") if not has_feature(LLVM, f)]
     return pytest.param(
         ["--target", '{"kind": "llvm", "mcpu": "sapphirerapids"}'],
-        f"lacks {lacking[0] if lacking else ''}",
+        lacking[0] if lacking else "",
         marks=pytest.mark.skipif(not lacking, reason="this CPU runs Sapphire Rapids code"),
     )
 
@@ -117,6 +117,12 @@ def _foreign_cpu_target():
         (["--target", '{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}'], "cannot run on this"),
         (["--target", '{"kind": "llvm", "mcpu": "bogus"}'], "mcpu 'bogus' unknown"),
         _foreign_cpu_target(),
+        (["--target", '{"kind": "llvm", "mcpu": "bdver4"}'], "fma4"),  # AMD FMA4/XOP
+        (["--target", '{"kind": "llvm", "mtriple": "x86_64-pc-windows-msvc"}'], "cannot run"),
+        (["--target", '{"kind": "llvm", "mcpu": "i386"}'], "32-bit CPU"),
+        (["--target", '{"kind": "llvm", "foo": 1}'], "not a valid llvm target"),
+        (["--target", '{"kind": "llvm", "mcpu": 5}'], "not a valid llvm target"),
+        (["--target", '{"kind": "llvm", "num-cores": "two"}'], "num-cores must be"),
         (["--repeat", "3"], "--repeat 3: must be a finite number >= 20"),
         (["--percentile", "150"], "--percentile 150.0"),
         (["--global-scale", "inf"], "--global-scale inf"),

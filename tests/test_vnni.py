@@ -204,7 +204,7 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
     args += ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
     assert main(args) in (0, 1)
     out, err = capsys.readouterr()
-    assert "no INT8 fast path in qbench" in err
+    assert "(mcpu x86-64) has no INT8 fast path in qbench" in err
     assert "CPU class no INT8 fast path; INT8 layers by kernel: conv2d default 1" in out
     (folder,) = (tmp_path / "r").iterdir()
     report = json.loads((folder / "report.json").read_text())

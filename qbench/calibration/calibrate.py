@@ -88,6 +88,17 @@ def calibrate_module(
     )
 
 
+def _valid_rows(act, batch_size, n_valid):
+    """The rows of a layer input ``act`` that come from the ``n_valid`` real images of a
+    batch of ``batch_size``: (N, ...) inputs keep their first ``n_valid``; a matmul input
+    flattened to (N*T, K) (a Linear on a 3-D tensor) keeps its first ``n_valid * T`` rows.
+    All of ``act`` when nothing is padding, or when its rows do not split by image."""
+    rows = act.shape[0]
+    if n_valid == batch_size or rows % batch_size:
+        return act
+    return act[: n_valid * (rows // batch_size)]
+
+
 def collect_ranges(observer, batches, layers, mode, params, total=None):
     """Feed calibration batches through ``observer`` and compute one range per layer input.
 
@@ -115,5 +126,5 @@ def collect_ranges(observer, batches, layers, mode, params, total=None):
     ):
         outputs = observer.infer_all(x)[1:]
         for collector, act in zip(collectors, outputs, strict=True):
-            collector.update(act[:n_valid], batch=b)
+            collector.update(_valid_rows(act, len(x), n_valid), batch=b)
     return {layer.name: c.compute_range() for layer, c in zip(layers, collectors, strict=True)}
