@@ -195,6 +195,19 @@ def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
     assert "median (ms)" in table and "p90 (ms)" in table and "std (ms)" in table
 
 
+def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
+    """--simulate builds fake-quantized FP32: its latency row says so and draws no INT8
+    speed conclusion."""
+    from qbench.report import latency_table
+
+    report["results"]["tvm_int8"]["latency"]["median_ms"] = 8.0  # 2x slower than TVM FP32
+    report["precision"] = {"integer_ops": "conv2d, matmul (SIMULATED: fake-quantized FP32)"}
+    row = _row(latency_table(report, "simple"), "TVM INT8")
+    assert "SIMULATED" in row and row.endswith("2.00x slower") and "pay off" not in row
+    del report["precision"]
+    assert _row(latency_table(report, "simple"), "TVM INT8").endswith("INT8 does not pay off")
+
+
 def test_signoff_values_are_in_the_units_of_their_limits(report):
     from qbench.report import signoff_table
 
