@@ -56,7 +56,7 @@ def depthwise(bb, layer):
     call = layer.call
     attrs = call.attrs
     strides = tuple(int(s) for s in attrs.strides)
-    x, width = _padded_columns(bb, call.args[0], attrs.padding, strides, 0.0)
+    x, width = padded_columns(bb, call.args[0], attrs.padding, strides, 0.0)
     return bb.call_te(
         depthwise_taps,
         x,
@@ -76,7 +76,7 @@ def max_pool(bb, layer):
     attrs = call.attrs
     strides = tuple(int(s) for s in attrs.strides)
     lowest = float(np.finfo(np.float32).min)
-    x, width = _padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
+    x, width = padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
     return bb.call_te(
         max_pool_taps,
         x,
@@ -89,9 +89,10 @@ def max_pool(bb, layer):
     )
 
 
-def _padded_columns(bb, x, padding, strides, pad_value):
+def padded_columns(bb, x, padding, strides, pad_value):
     """``x`` padded by ``padding`` (top, left, bottom, right) with ``pad_value``, then split
-    by columns when the column stride is > 1. Returns (tensor, padded width)."""
+    by columns when the column stride is > 1, as the depthwise and pooling taps read it
+    (INT8 depthwise too). Returns (tensor, padded width)."""
     from tvm.relax import op
 
     top, left, bottom, right = (int(p) for p in padding)

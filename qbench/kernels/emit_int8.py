@@ -24,15 +24,15 @@ def _quantize(bb, x, layer, axis):
     return bb.emit(op.quantize(x, scale, zero_point, axis=axis, out_dtype="uint8"))
 
 
-def _padded(bb, x, padding, value=0.0):
-    """``x`` (N, C, H, W) padded with ``value`` (float32 x: real 0.0, which quantizes to the
-    zero point; uint8 x: the zero point); ``padding``: (top, left, bottom, right)."""
+def _padded(bb, x, padding):
+    """``x`` (N, C, H, W) float32 padded with real 0.0, which quantizes to the zero point;
+    ``padding``: (top, left, bottom, right)."""
     from tvm.relax import op
 
     if not any(padding):
         return x
     top, left, bottom, right = padding
-    return bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=value))
+    return bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
 
 
 def _epilogue_constants(layer, packing):
@@ -97,16 +97,14 @@ def _requantized_conv(bb, args, strides, dilation, rows, packing):
 
 def depthwise(bb, layer):
     """A depthwise NCHW conv2d on ``depthwise.depthwise_conv`` (any CPU)."""
-    from .depthwise import depthwise_conv, split_columns
+    from .depthwise import depthwise_conv
+    from .emit_fp32 import padded_columns
 
     attrs = layer.attrs
+    strides = tuple(int(s) for s in attrs.strides)
     # quantize first: it fuses into the previous layer's epilogue, and the pad moves bytes
     x_q = _quantize(bb, layer.x, layer, 1)
-    x_q = _padded(bb, x_q, layer.padding, float(layer.zero_point))
-    strides = tuple(int(s) for s in attrs.strides)
-    width = int(x_q.ty.shape[3])
-    if strides[1] > 1:
-        x_q = bb.emit(bb.call_te(split_columns, x_q, strides[1]))
+    x_q, width = padded_columns(bb, x_q, layer.padding, strides, float(layer.zero_point))
     return bb.call_te(
         depthwise_conv,
         x_q,

@@ -11,6 +11,7 @@ with ``op`` a conv2d or matmul of uint8 x int8 -> int32, every operand but ``x``
 and ``pad`` (conv only) the conv's padding with the zero point.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,8 +99,10 @@ def _is_max_pool(call):
     return plain and call.ty.dtype == "float32"
 
 
+@functools.lru_cache(maxsize=1)
 def _integer_pattern():
-    """The dpl pattern of one integer layer and its named parts."""
+    """The dpl pattern of one integer layer and its named parts (built once: it is matched
+    against every multiply of a graph)."""
     from tvm.relax.dpl import is_const, is_op, wildcard
 
     parts = {name: is_const() for name in ("scale", "zero_point", "weight", "correction")}
