@@ -2,15 +2,17 @@
 ``qbench run`` chooses it) against PyTorch FP32 and PyTorch's quantized conv (x86 backend),
 same shape, same threads, one process; plus the assembly check.
 
-    python benchmarks/conv_int8.py [--channels 128] [--size 28] [--threads 2] [--int8-peak G]
+    python benchmarks/conv_int8.py [--channels 128] [--size 28] [--threads 2]
 
-Prints the CPU, the kernel path, the median latency (ms), GMAC/s and the fraction of the
-given INT8 peak (GMAC/s), and the path's instruction lines of the generated assembly (the
-proof that the kernel is tensorized).
+Prints the CPU, the kernel path, the median latency (ms), GMAC/s and the fraction of this
+CPU's INT8 peak for the path's instruction sequence (measured now by ``alu_peak.py``), and
+the path's instruction lines of the generated assembly (the proof that the kernel is
+tensorized).
 """
 
 import argparse
 
+import alu_peak
 import numpy as np
 import torch
 from tabulate import tabulate
@@ -74,7 +76,6 @@ def main():
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--size", type=int, default=28)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--int8-peak", type=float, default=1040.0, help="this CPU's INT8 peak, GMAC/s")
     args = p.parse_args()
     build.set_threads(args.threads)
     target = targets.Llvm.host(args.threads)
@@ -82,6 +83,7 @@ def main():
     if kernel is None:
         raise SystemExit(f"this CPU ({cpu_name()}) has no packed INT8 kernel in qbench")
     packing = layout.PACKINGS[kernel.path]
+    _, int8_peak = alu_peak.class_peaks(kernel.cpu_class, alu_peak.measure(args.threads))
     c, s = args.channels, args.size
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (1, c, s + 2, s + 2)).astype(np.uint8)
@@ -101,7 +103,7 @@ def main():
         for name, fn in runners:
             ms = median_ms(fn)
             gmacs = macs / (ms / 1e3) / 1e9
-            share = f"{100 * gmacs / args.int8_peak:.0f} %" if args.int8_peak else "not measured"
+            share = f"{100 * gmacs / int8_peak:.0f} %" if int8_peak else "not measured"
             rows.append([name, f"{ms:.3f}", f"{gmacs:.0f}", share])
     print(f"CPU {cpu_name()} ({kernel.cpu_class}), kernel path {kernel.path}")
     print(f"conv 3x3 {c}->{c} at {s}x{s}, batch 1, {args.threads} threads, {macs / 1e6:.0f} M MACs")

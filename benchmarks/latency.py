@@ -3,10 +3,11 @@
 One process measures every runner on the same batch, the same thread count and the same
 warm-up, so the ratios are comparable even on a noisy machine. TVM builds apply whatever the
 tuning database holds for the target (see ``qbench tune``); the report line says how many
-records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; the peaks are
-this project's 2-thread register-only microbenchmark figures (AMD Zen 5 for AVX-512 VNNI;
-none for AVX2, whose figures proved wrong): "not measured" without one; give them with
---fp32-peak/--int8-peak for another CPU. Each
+records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; "of peak"
+divides it by this CPU's register-only peak, measured in the same run by ``alu_peak.py`` with
+as many processes as threads: FMA for FP32 runners, and for INT8 runners the sequence of
+qbench's INT8 kernels for this CPU class (PyTorch's FBGEMM may use another: ``alu_peak.py``
+prints them all); "not measured" where none applies. Each
 model and batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio
 TVM INT8 / TVM FP32.
 
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import alu_peak
 import numpy as np
 from tabulate import tabulate
 
@@ -28,9 +30,6 @@ from qbench.report import cpu_name, int8_kernels_line
 from qbench.runners import TorchRunner, TVMRunner
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-# FP32, INT8 GMAC/s. AVX2 has none: the figures once given (65, 128, from a register-only
-# loop on Zen 3) were exceeded by qbench's own kernels (97 and 144 GMAC/s), so they were wrong.
-PEAKS = {"AVX-512 VNNI": (258.0, 1040.0)}
 
 
 def torch_int8(module, calib, batch_size, shape):
@@ -110,7 +109,7 @@ def measure(model_name, batch, args):
         macs = graph.gemm_macs(ctx["imported"].mod)
         found, tuned = runners(ctx, calib)
     rows, eager, medians = [], None, {}
-    fp32_peak, int8_peak = _peaks(ctx["int8_kernels"]["cpu_class"], args)
+    fp32_peak, int8_peak = alu_peak.class_peaks(ctx["int8_kernels"]["cpu_class"], args.peaks)
     for name, runner in found:
         if isinstance(runner, str):
             rows.append([model_name, batch, name, runner, "", "", ""])
@@ -143,13 +142,6 @@ def measure(model_name, batch, args):
     return rows
 
 
-def _peaks(cpu_class, args):
-    """(FP32, INT8) peak GMAC/s: the flags, else this project's figure for the CPU class,
-    else None (no figure measured for that class)."""
-    fp32, int8 = PEAKS.get(cpu_class, (None, None))
-    return args.fp32_peak or fp32, args.int8_peak or int8
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="resnet18,efficientnet_lite0,mobilenet_v2")
@@ -159,9 +151,12 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
-    p.add_argument("--fp32-peak", type=float, help="FP32 FMA peak, GMAC/s (default: PEAKS)")
-    p.add_argument("--int8-peak", type=float, help="INT8 peak, GMAC/s (default: PEAKS)")
     args = p.parse_args()
+    try:
+        args.peaks = alu_peak.measure(args.threads)
+    except RuntimeError as e:
+        print(f"{e}: the 'of peak' column says not measured", file=sys.stderr)
+        args.peaks = {}
     rows = []
     for model_name in args.models.split(","):
         for batch in map(int, args.batches.split(",")):

@@ -1,0 +1,94 @@
+/* Register-only multiply-accumulate loops, one per instruction sequence an FP32 or INT8
+ * kernel of qbench (or of its peers) is built from. Each loop keeps its accumulators in
+ * registers (one inline-asm statement per accumulator, so the compiler can neither hoist nor
+ * merge them) and runs long enough to time with a monotonic clock. Prints one line per
+ * sequence this CPU can run: "name macs_per_second". Driven by alu_peak.py. */
+#include <stdio.h>
+#include <time.h>
+
+#define LOOPS 100000000L
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
+
+/* One accumulator acc (operand c) updated by BODY; t is scratch; a, b, one are the operands.
+ * R is the register class: "x" for ymm (AVX2), "v" for zmm (AVX-512). */
+#define UPD(acc, BODY, R) \
+    __asm__ volatile(BODY : [c] "+" R(acc), [t] "=&" R(t) : [a] R(a), [b] R(b), [one] R(one))
+
+#define YMM_LOOP(name, macs_per_op, BODY) YMM_LOOP_FOR("avx2,fma", name, macs_per_op, BODY)
+#define YMM_LOOP_FOR(isa, name, macs_per_op, BODY)                                \
+    __attribute__((target(isa), noinline)) static double name(void) {            \
+        v8f a = {1}, b = {1}, one = {1}, c0 = {0}, c1 = c0, c2 = c0, c3 = c0;      \
+        v8f c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;                 \
+        v8f t;                                                                    \
+        double start = now();                                                     \
+        for (long i = 0; i < LOOPS; i++) {                                        \
+            UPD(c0, BODY, "x"); UPD(c1, BODY, "x");           \
+            UPD(c2, BODY, "x"); UPD(c3, BODY, "x");           \
+            UPD(c4, BODY, "x"); UPD(c5, BODY, "x");           \
+            UPD(c6, BODY, "x"); UPD(c7, BODY, "x");           \
+            UPD(c8, BODY, "x"); UPD(c9, BODY, "x");           \
+        }                                                                         \
+        double seconds = now() - start;                                           \
+        volatile v8f sink = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9;     \
+        (void)sink; (void)t; (void)a; (void)b; (void)one;                         \
+        return 10.0 * LOOPS * (macs_per_op) / seconds;                            \
+    }
+
+#define ZMM_LOOP(name, macs_per_op, BODY)                                    \
+    __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline))             \
+    static double name(void) {                                                    \
+        v16f a = {1}, b = {1}, one = {1}, c0 = {0}, c1 = c0, c2 = c0, c3 = c0;     \
+        v16f c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;                \
+        v16f t;                                                                   \
+        double start = now();                                                     \
+        for (long i = 0; i < LOOPS; i++) {                                        \
+            UPD(c0, BODY, "v"); UPD(c1, BODY, "v");           \
+            UPD(c2, BODY, "v"); UPD(c3, BODY, "v");           \
+            UPD(c4, BODY, "v"); UPD(c5, BODY, "v");           \
+            UPD(c6, BODY, "v"); UPD(c7, BODY, "v");           \
+            UPD(c8, BODY, "v"); UPD(c9, BODY, "v");           \
+        }                                                                         \
+        double seconds = now() - start;                                           \
+        volatile v16f sink = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9;    \
+        (void)sink; (void)t; (void)a; (void)b; (void)one;                         \
+        return 10.0 * LOOPS * (macs_per_op) / seconds;                            \
+    }
+
+/* FP32: one FMA, 8 or 16 MACs. */
+YMM_LOOP(fma_ymm, 8, "vfmadd231ps %[b], %[a], %[c]")
+ZMM_LOOP(fma_zmm, 16, "vfmadd231ps %[b], %[a], %[c]")
+/* Exact int16 pairs (qbench's avx2 / avx512bw paths): vpmaddwd + vpaddd, 16 or 32 MACs. */
+YMM_LOOP(pmaddwd_ymm, 16, "vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]")
+ZMM_LOOP(pmaddwd_zmm, 32, "vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]")
+/* uint8 x int8 pairs saturating at int16 (FBGEMM's AVX2 path, which needs reduce_range):
+ * vpmaddubsw + vpmaddwd by ones + vpaddd, 32 MACs. */
+YMM_LOOP(pmaddubsw_ymm, 32,
+         "vpmaddubsw %[b], %[a], %[t]\n\tvpmaddwd %[one], %[t], %[t]\n\tvpaddd %[t], %[c], %[c]")
+/* AVX-VNNI: one 256-bit vpdpbusd, 32 MACs. */
+YMM_LOOP_FOR("avx2,avxvnni", vpdpbusd_ymm, 32, "%{vex%} vpdpbusd %[b], %[a], %[c]")
+/* AVX-512 VNNI: one vpdpbusd, 64 MACs. */
+ZMM_LOOP(vpdpbusd_zmm, 64, "vpdpbusd %[b], %[a], %[c]")
+
+int main(void) {
+    __builtin_cpu_init();
+    printf("fma_ymm %.6e\n", fma_ymm());
+    printf("pmaddwd_ymm %.6e\n", pmaddwd_ymm());
+    printf("pmaddubsw_ymm %.6e\n", pmaddubsw_ymm());
+    if (__builtin_cpu_supports("avxvnni"))
+        printf("vpdpbusd_ymm %.6e\n", vpdpbusd_ymm());
+    if (__builtin_cpu_supports("avx512bw")) {
+        printf("fma_zmm %.6e\n", fma_zmm());
+        printf("pmaddwd_zmm %.6e\n", pmaddwd_zmm());
+    }
+    if (__builtin_cpu_supports("avx512vnni"))
+        printf("vpdpbusd_zmm %.6e\n", vpdpbusd_zmm());
+    return 0;
+}
