@@ -22,45 +22,28 @@ typedef float v16f __attribute__((vector_size(64)));
 #define UPD(acc, BODY, R) \
     __asm__ volatile(BODY : [c] "+" R(acc), [t] "=&" R(t) : [a] R(a), [b] R(b), [one] R(one))
 
-#define YMM_LOOP(name, macs_per_op, BODY) YMM_LOOP_FOR("avx2,fma", name, macs_per_op, BODY)
-#define YMM_LOOP_FOR(isa, name, macs_per_op, BODY)                                \
-    __attribute__((target(isa), noinline)) static double name(void) {            \
-        v8f a = {1}, b = {1}, one = {1}, c0 = {0}, c1 = c0, c2 = c0, c3 = c0;      \
-        v8f c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;                 \
-        v8f t;                                                                    \
-        double start = now();                                                     \
-        for (long i = 0; i < LOOPS; i++) {                                        \
-            UPD(c0, BODY, "x"); UPD(c1, BODY, "x");           \
-            UPD(c2, BODY, "x"); UPD(c3, BODY, "x");           \
-            UPD(c4, BODY, "x"); UPD(c5, BODY, "x");           \
-            UPD(c6, BODY, "x"); UPD(c7, BODY, "x");           \
-            UPD(c8, BODY, "x"); UPD(c9, BODY, "x");           \
-        }                                                                         \
-        double seconds = now() - start;                                           \
-        volatile v8f sink = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9;     \
-        (void)sink; (void)t; (void)a; (void)b; (void)one;                         \
-        return 10.0 * LOOPS * (macs_per_op) / seconds;                            \
+/* A timed loop: 10 accumulators of vector type V in register class R, each updated by BODY
+ * (macs_per_op multiply-accumulates) once per iteration; compiled for the ISA isa. */
+#define LOOP(isa, V, R, name, macs_per_op, BODY)                                    \
+    __attribute__((target(isa), noinline)) static double name(void) {              \
+        V a = {1}, b = {1}, one = {1}, c0 = {0}, c1 = c0, c2 = c0, c3 = c0;         \
+        V c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;                    \
+        V t;                                                                        \
+        double start = now();                                                       \
+        for (long i = 0; i < LOOPS; i++) {                                          \
+            UPD(c0, BODY, R); UPD(c1, BODY, R); UPD(c2, BODY, R); UPD(c3, BODY, R); \
+            UPD(c4, BODY, R); UPD(c5, BODY, R); UPD(c6, BODY, R); UPD(c7, BODY, R); \
+            UPD(c8, BODY, R); UPD(c9, BODY, R);                                     \
+        }                                                                           \
+        double seconds = now() - start;                                             \
+        volatile V sink = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9;         \
+        (void)sink; (void)t; (void)a; (void)b; (void)one;                           \
+        return 10.0 * LOOPS * (macs_per_op) / seconds;                              \
     }
-
-#define ZMM_LOOP(name, macs_per_op, BODY)                                    \
-    __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline))             \
-    static double name(void) {                                                    \
-        v16f a = {1}, b = {1}, one = {1}, c0 = {0}, c1 = c0, c2 = c0, c3 = c0;     \
-        v16f c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;                \
-        v16f t;                                                                   \
-        double start = now();                                                     \
-        for (long i = 0; i < LOOPS; i++) {                                        \
-            UPD(c0, BODY, "v"); UPD(c1, BODY, "v");           \
-            UPD(c2, BODY, "v"); UPD(c3, BODY, "v");           \
-            UPD(c4, BODY, "v"); UPD(c5, BODY, "v");           \
-            UPD(c6, BODY, "v"); UPD(c7, BODY, "v");           \
-            UPD(c8, BODY, "v"); UPD(c9, BODY, "v");           \
-        }                                                                         \
-        double seconds = now() - start;                                           \
-        volatile v16f sink = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9;    \
-        (void)sink; (void)t; (void)a; (void)b; (void)one;                         \
-        return 10.0 * LOOPS * (macs_per_op) / seconds;                            \
-    }
+#define YMM_LOOP(name, macs, BODY) LOOP("avx2,fma", v8f, "x", name, macs, BODY)
+#define YMM_LOOP_FOR(isa, name, macs, BODY) LOOP(isa, v8f, "x", name, macs, BODY)
+#define ZMM_LOOP(name, macs, BODY) \
+    LOOP("avx512f,avx512bw,avx512vnni", v16f, "v", name, macs, BODY)
 
 /* FP32: one FMA, 8 or 16 MACs. */
 YMM_LOOP(fma_ymm, 8, "vfmadd231ps %[b], %[a], %[c]")
