@@ -14,6 +14,30 @@ from .errors import QBenchError, UserError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MIN_REPEAT = 20
+SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
+    (
+        "min_top1_agreement",
+        "--min-top1-agreement",
+        "lowest top-1 agreement with PyTorch, a fraction in [0, 1]",
+    ),
+    (
+        "max_accuracy_drop",
+        "--max-accuracy-drop",
+        "largest INT8 top-1 accuracy drop, percentage points in [0, 100]",
+    ),
+    ("min_sqnr_db", "--min-sqnr", "lowest SQNR of the INT8 logits against PyTorch's, dB >= 0"),
+    (
+        "min_cosine",
+        "--min-cosine",
+        "lowest mean cosine similarity of the INT8 and PyTorch logits, in [-1, 1]",
+    ),
+    (
+        "min_top5_agreement",
+        "--min-top5-agreement",
+        "lowest top-5 agreement of INT8 with "
+        "PyTorch (share of PyTorch's 5 top classes in INT8's 5), a fraction in [0, 1]",
+    ),
+)
 
 DESCRIPTION = """\
 Quantize a PyTorch vision model to INT8 with Apache TVM (Relax), then check that the INT8
@@ -185,20 +209,24 @@ def _add_quant_options(r):
     )
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
-    r.add_argument(
-        "--min-top1-agreement",
-        type=float,
-        default=0.97,
-        help="sign-off: lowest top-1 agreement with PyTorch, a fraction in [0, 1]",
-    )
-    r.add_argument(
-        "--max-accuracy-drop",
-        type=float,
-        default=1.0,
-        help="sign-off: largest INT8 top-1 accuracy drop, percentage points",
-    )
+    _add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
     r.add_argument("--reports-dir", default="reports", help="reports are written under it")
+
+
+def _add_signoff_options(r):
+    """The sign-off thresholds; their defaults are ``signoff.Limits``'s."""
+    from .signoff import Limits
+
+    for dest, flag, text in SIGNOFF_OPTIONS:
+        r.add_argument(
+            flag,
+            dest=dest,
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=float,
+            default=getattr(Limits, dest),
+            help=f"sign-off: {text}",
+        )
 
 
 def _add_tuning_options(r):
@@ -245,6 +273,9 @@ def _check_args(args):
         ("global_scale", 0, None),
         ("min_top1_agreement", 0, 1),
         ("max_accuracy_drop", 0, 100),
+        ("min_sqnr_db", 0, None),
+        ("min_cosine", -1, 1),
+        ("min_top5_agreement", 0, 1),
         ("trials", 1, None),
         ("time_budget", 0, None),
     ]
@@ -258,7 +289,7 @@ def _check_args(args):
             valid = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
             if name in ("percentile", "global_scale", "time_budget"):
                 valid = valid.replace("[0,", "(0,").replace(">= 0", "> 0")
-            flag = "--" + name.replace("_", "-")
+            flag = "--min-sqnr" if name == "min_sqnr_db" else "--" + name.replace("_", "-")
             raise UserError(f"{flag} {value}: must be a finite number {valid}")
     for flag, values in (("--mean", args.mean), ("--std", args.std)):
         if values and not all(math.isfinite(v) for v in values):
@@ -302,8 +333,9 @@ def _options(args):
 
     fields = (
         "model target data weights input_shape mean std calib_size eval_size batch_size seed "
-        "threads warmup repeat min_top1_agreement max_accuracy_drop cache_dir reports_dir"
+        "threads warmup repeat cache_dir reports_dir"
     ).split()
+    fields += [dest for dest, _, _ in SIGNOFF_OPTIONS]
     args.tuning_db = args.tuning_db or str(default_root())
     fields.append("tuning_db")
     tune = {"tune_trials": args.trials if getattr(args, "tune", False) else 0}

@@ -310,7 +310,7 @@ def summary_lines(report):
     int8 = sum(la["dtype"] != "float32" for la in report["layers"])
     lines.append(f"layers built in INT8: {int8} of {len(report['layers'])}")
     lines.append(int8_kernels_line(report["int8_kernels"]))
-    failed = [c["name"] for c in s["checks"] if not c["passed"]]
+    failed = [c["name"] for c in s["checks"] if c["passed"] is False]
     lines.append(
         f"sign-off: {s['verdict']}" + (f" (failed: {'; '.join(failed)})" if failed else "")
     )
@@ -350,11 +350,21 @@ def added_ops_words(added):
     )
 
 
+UNIT_FORMATS = {  # unit: (scale, suffix, fewest decimals)
+    "fraction": (100, " %", 1),
+    "points": (1, " points", 1),
+    "dB": (1, " dB", 1),
+    "cosine": (1, "", 3),
+}
+
+
 def check_value_and_limit(check):
     """A sign-off check's value and limit as text, in the unit of the limit.
 
-    Fractions are shown as %, accuracy drops in percentage points, with as many decimals
-    (1 to 4) as it takes to tell a failing value from its limit.
+    Fractions are shown as %, accuracy drops in percentage points, SQNR in dB, cosines as
+    plain numbers, with as many decimals as it takes (up to 3 more than the fewest) to tell
+    a failing value from its limit. A check without a value (not applicable, or not
+    computable) shows its ``detail``.
 
     Args:
         check: one entry of ``signoff(...)["checks"]``.
@@ -366,10 +376,12 @@ def check_value_and_limit(check):
         shown = "yes" if value else "no"
         detail = check.get("detail")
         return (f"{shown}: {detail}" if detail else shown), "yes"
-    if unit not in ("fraction", "points"):
+    if unit not in UNIT_FORMATS:
         return _fmt(int(value) if float(value).is_integer() else value), f"{op} {limit}"
-    scale, suffix = (100, " %") if unit == "fraction" else (1, " points")
-    for decimals in range(1, 5):
+    scale, suffix, fewest = UNIT_FORMATS[unit]
+    if value is None:
+        return check["detail"], f"{op} {scale * limit:.{fewest}f}{suffix}"
+    for decimals in range(fewest, fewest + 4):
         v, lim = f"{scale * value:.{decimals}f}", f"{scale * limit:.{decimals}f}"
         if v != lim or value == limit:
             break
@@ -384,11 +396,13 @@ def int8_kernels_line(info):
 
 
 def signoff_table(report, fmt):
-    """One row per sign-off check: value and limit in the same unit, ok or FAIL."""
+    """One row per sign-off check: value and limit in the same unit, ok, FAIL or n/a (not
+    applicable)."""
     rows = []
     for c in report["signoff"]["checks"]:
         value, limit = check_value_and_limit(c)
-        rows.append([c["name"], value, limit, "ok" if c["passed"] else "FAIL"])
+        result = {True: "ok", False: "FAIL", None: "n/a"}[c["passed"]]
+        rows.append([c["name"], value, limit, result])
     heads = ["sign-off check", "value", "limit", "result"]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
 

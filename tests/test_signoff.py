@@ -1,11 +1,21 @@
-"""The sign-off verdict against hand-made results."""
+"""The sign-off verdict against hand-made results and hand-made logits."""
 
-from qbench.signoff import signoff
+import math
+
+import numpy as np
+import pytest
+
+from qbench.cli import _options, _parser, main
+from qbench.compare import compare_logits
+from qbench.signoff import Limits, signoff
+
+LOOSE = Limits(0.0, 100.0, 0.0, -1.0, 0.0)  # every threshold at the end of its range
 
 
 def _results(agreement, ref_acc=None, int8_acc=None, fp32_agreement=1.0, nonfinite=0):
     ref = {} if ref_acc is None else {"top1_accuracy": ref_acc}
     int8 = {"top1_agreement": agreement, "nonfinite_logits": nonfinite}
+    int8 |= {"top5_agreement": 0.98, "cosine": 0.999, "sqnr_db": 30.0}
     if int8_acc is not None:
         int8["top1_accuracy"] = int8_acc
     fp32 = {"top1_agreement": fp32_agreement, "nonfinite_logits": 0}
@@ -16,43 +26,85 @@ def _results(agreement, ref_acc=None, int8_acc=None, fp32_agreement=1.0, nonfini
     }
 
 
+def _compared(ref, out, labels=None):
+    """Results of a run whose PyTorch logits are ``ref``, TVM FP32 equal to them and TVM
+    INT8 ``out`` (the metrics as ``pipeline._results`` computes them)."""
+    ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    reference = {"nonfinite_logits": 0}
+    if labels is not None:
+        reference["top1_accuracy"] = float(np.mean(ref.argmax(1) == labels))
+    return {
+        "pytorch_fp32": {"metrics": reference},
+        "tvm_fp32": {"metrics": compare_logits(ref, ref, labels)},
+        "tvm_int8": {"metrics": compare_logits(ref, out, labels)},
+    }
+
+
+def _limits(**changed):
+    return Limits(**{**vars(LOOSE), **changed})
+
+
 def _failed(out):
-    return [c["name"] for c in out["checks"] if not c["passed"]]
+    return [c["name"] for c in out["checks"] if c["passed"] is False]
+
+
+def _check(out, name):
+    (check,) = [c for c in out["checks"] if c["name"] == name]
+    return check
 
 
 def test_pass_needs_every_check():
-    assert signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0)["verdict"] == "PASS"
-    assert _failed(signoff(_results(0.96, 0.90, 0.90), 0.97, 1.0)) == ["INT8 top-1 agreement"]
-    drop = signoff(_results(0.99, 0.90, 0.88), 0.97, 1.0)
+    limits = Limits(min_top1_agreement=0.97, max_accuracy_drop=1.0)
+    assert signoff(_results(0.98, 0.90, 0.895), limits, 1000)["verdict"] == "PASS"
+    out = signoff(_results(0.96, 0.90, 0.90), limits, 1000)
+    assert _failed(out) == ["INT8 top-1 agreement"]
+    drop = signoff(_results(0.99, 0.90, 0.88), limits, 1000)
     assert _failed(drop) == ["INT8 top-1 accuracy drop"]
     assert [(c["value"], c["unit"]) for c in drop["checks"] if not c["passed"]] == [(2.0, "points")]
 
 
+def test_a_drop_equal_to_its_limit_passes_despite_float_noise():
+    # 90 % -> 89 % is 1 point; in floats 100 x (0.90 - 0.89) = 1.0000000000000009.
+    out = signoff(_results(1.0, 0.90, 0.89), Limits(max_accuracy_drop=1.0), 1000)
+    assert out["verdict"] == "PASS" and _check(out, "INT8 top-1 accuracy drop")["value"] == 1.0
+
+
 def test_fp32_disagreement_and_nonfinite_logits_fail():
-    assert _failed(signoff(_results(1.0, fp32_agreement=0.5), 0.97, 1.0)) == [
+    assert _failed(signoff(_results(1.0, fp32_agreement=0.5), Limits(), 1000)) == [
         "FP32 top-1 agreement"
     ]
-    assert _failed(signoff(_results(1.0, nonfinite=3), 0.97, 1.0)) == ["INT8 non-finite logits"]
+    assert _failed(signoff(_results(1.0, nonfinite=3), Limits(), 1000)) == [
+        "INT8 non-finite logits"
+    ]
 
 
 def test_unlabelled_data_skips_the_accuracy_check():
-    names = [c["name"] for c in signoff(_results(1.0), 0.97, 1.0)["checks"]]
+    names = [c["name"] for c in signoff(_results(1.0), Limits(), 1000)["checks"]]
     assert not any("accuracy" in n for n in names)
 
 
 def test_nothing_quantized_and_random_weights_are_never_signed_off():
-    assert _failed(signoff(_results(1.0), 0.97, 1.0, quantized_layers=0)) == [
+    assert _failed(signoff(_results(1.0), Limits(), 1000, quantized_layers=0)) == [
         "layers built in INT8"
     ]
-    out = signoff(_results(1.0, 0.0, 0.0), 0.97, 1.0, random_weights=True)
+    out = signoff(_results(1.0, 0.0, 0.0), Limits(), 1000, random_weights=True)
     assert _failed(out) == ["trained weights"]
-    (check,) = [c for c in out["checks"] if c["name"] == "trained weights"]
+    check = _check(out, "trained weights")
     assert check["unit"] == "flag" and check["detail"] == "random initialisation"
     assert check["value"] == 0 and check["op"] == ">=" and check["limit"] == 1
 
 
+def test_a_simulated_int8_build_is_never_signed_off():
+    out = signoff(_results(1.0, 0.9, 0.9), Limits(), 1000, quantized_layers=3, simulated=True)
+    assert out["verdict"] == "FAIL" and _failed(out) == ["integer INT8 build"]
+    check = _check(out, "integer INT8 build")
+    assert check["unit"] == "flag" and check["value"] == 0
+    assert "simulated (fake-quantized FP32)" in check["detail"]
+    assert "proves nothing about the integer build" in check["detail"]
+
+
 def test_every_check_names_the_unit_of_its_value_and_limit():
-    out = signoff(_results(0.98, 0.90, 0.895), 0.97, 1.0, quantized_layers=3)
+    out = signoff(_results(0.98, 0.90, 0.895), Limits(), 1000, quantized_layers=3)
     units = {c["name"]: c["unit"] for c in out["checks"]}
     assert units == {
         "PyTorch FP32 non-finite logits": "count",
@@ -60,6 +112,9 @@ def test_every_check_names_the_unit_of_its_value_and_limit():
         "FP32 top-1 agreement": "fraction",
         "INT8 non-finite logits": "count",
         "INT8 top-1 agreement": "fraction",
+        "INT8 top-5 agreement": "fraction",
+        "INT8 logits SQNR": "dB",
+        "INT8 logits cosine": "cosine",
         "INT8 top-1 accuracy drop": "points",
         "layers built in INT8": "count",
     }
@@ -70,6 +125,142 @@ def test_every_check_names_the_unit_of_its_value_and_limit():
 def test_non_finite_reference_logits_fail_the_sign_off():
     results = _results(1.0, 0.9, 0.9)
     results["pytorch_fp32"]["metrics"]["nonfinite_logits"] = 40
-    out = signoff(results, 0.97, 1.0, quantized_layers=3)
-    failed = [c["name"] for c in out["checks"] if not c["passed"]]
-    assert out["verdict"] == "FAIL" and failed == ["PyTorch FP32 non-finite logits"]
+    out = signoff(results, Limits(), 1000, quantized_layers=3)
+    assert out["verdict"] == "FAIL" and _failed(out) == ["PyTorch FP32 non-finite logits"]
+
+
+# One image, K = 10, distinct logits; INT8 moves the last logit from -5 to -4.5 (order kept).
+REF = [[4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0]]
+NOISY = [[4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, -4.5]]
+# Signal: 16 + 9 + 4 + 1 + 0 + 1 + 4 + 9 + 16 + 25 = 85; noise 0.5^2 = 0.25.
+NOISY_SQNR_DB = 10 * math.log10(85 / 0.25)  # 25.31 dB
+# ref . out = 85 - 5 x 0.5 = 82.5; |out|^2 = 85 - 25 + 4.5^2 = 80.25.
+NOISY_COSINE = 82.5 / math.sqrt(85 * 80.25)  # 0.99890
+
+
+def test_sqnr_passes_at_its_limit_and_fails_above_it():
+    results = _compared(REF, NOISY)
+    at = signoff(results, _limits(min_sqnr_db=round(NOISY_SQNR_DB, 6)), 10)
+    assert at["verdict"] == "PASS"
+    check = _check(at, "INT8 logits SQNR")
+    assert check["value"] == pytest.approx(NOISY_SQNR_DB, abs=1e-6) and check["op"] == ">="
+    above = signoff(results, _limits(min_sqnr_db=round(NOISY_SQNR_DB, 6) + 1e-6), 10)
+    assert _failed(above) == ["INT8 logits SQNR"]
+
+
+def test_identical_logits_have_infinite_sqnr_and_pass():
+    out = signoff(_compared(REF, REF), _limits(min_sqnr_db=200.0, min_cosine=1.0), 10)
+    assert out["verdict"] == "PASS" and _check(out, "INT8 logits SQNR")["value"] == math.inf
+
+
+def test_cosine_passes_at_its_limit_and_fails_above_it():
+    results = _compared(REF, NOISY)
+    at = signoff(results, _limits(min_cosine=round(NOISY_COSINE, 6)), 10)
+    assert at["verdict"] == "PASS"
+    assert _check(at, "INT8 logits cosine")["value"] == pytest.approx(NOISY_COSINE, abs=1e-6)
+    above = signoff(results, _limits(min_cosine=round(NOISY_COSINE, 6) + 1e-6), 10)
+    assert _failed(above) == ["INT8 logits cosine"]
+
+
+def test_top5_agreement_passes_at_its_limit_and_fails_above_it():
+    # Image 2: INT8 swaps the 5th and 6th class (0 and -1), so 4 of PyTorch's top 5 are in
+    # INT8's top 5: agreement (5/5 + 4/5) / 2 = 0.9; top-1 stays the same.
+    swapped = [4.0, 3.0, 2.0, 1.0, -1.0, 0.0, -2.0, -3.0, -4.0, -5.0]
+    results = _compared(REF * 2, [REF[0], swapped])
+    at = signoff(results, _limits(min_top1_agreement=1.0, min_top5_agreement=0.9), 10)
+    assert at["verdict"] == "PASS" and _check(at, "INT8 top-5 agreement")["value"] == 0.9
+    above = signoff(results, _limits(min_top5_agreement=0.9 + 1e-6), 10)
+    assert _failed(above) == ["INT8 top-5 agreement"]
+
+
+def test_fidelity_checks_of_nonfinite_int8_logits_fail_with_the_reason():
+    nan = [[4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, math.nan]]
+    out = signoff(_compared(REF, nan), LOOSE, 10)
+    failed = _failed(out)
+    assert {"INT8 non-finite logits", "INT8 logits SQNR", "INT8 logits cosine"} <= set(failed)
+    for name in ("INT8 logits SQNR", "INT8 logits cosine"):
+        check = _check(out, name)
+        assert check["value"] is None and "not finite" in check["detail"]
+
+
+# K = 1: one logit per image. INT8 is off by 0.25 on two of three images.
+SINGLE = [[2.0], [-1.0], [0.5]]
+SINGLE_INT8 = [[2.25], [-0.75], [0.5]]
+SINGLE_SQNR_DB = 10 * math.log10((4 + 1 + 0.25) / (0.0625 + 0.0625))  # 10 log10(42) = 16.23
+
+
+def test_a_single_logit_is_judged_by_fidelity_not_ranking():
+    labels = np.zeros(3, dtype=np.int64)
+    results = _compared(SINGLE, SINGLE_INT8, labels)
+    limits = _limits(min_top1_agreement=1.0, min_top5_agreement=1.0, max_accuracy_drop=0.0)
+    out = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6), min_cosine=1.0), 1)
+    assert out["verdict"] == "PASS"
+    ranking = ("FP32 top-1 agreement", "INT8 top-1 agreement", "INT8 top-5 agreement")
+    for name in (*ranking, "INT8 top-1 accuracy drop"):
+        check = _check(out, name)
+        assert check["passed"] is None and check["value"] is None
+        assert check["detail"] == "not applicable: a single output logit"
+    assert _check(out, "INT8 logits cosine")["value"] == 1.0  # every sign kept
+    assert signoff(results, limits, 1)["verdict"] == "PASS"  # ranking limits do not apply
+    low = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6) + 1e-6), 1)
+    assert _failed(low) == ["INT8 logits SQNR"]
+    flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # cosines 1, -1, 1: mean 1/3
+    out = signoff(flipped, _limits(min_cosine=0.5), 1)
+    assert _failed(out) == ["INT8 logits cosine"]
+    assert _check(out, "INT8 logits cosine")["value"] == pytest.approx(1 / 3, abs=1e-6)
+
+
+def test_up_to_five_classes_have_no_top5_check():
+    ref = [[1.0, 0.0, -1.0], [0.0, 2.0, 1.0]]
+    out = [[1.0, 0.0, -1.0], [0.0, 0.5, 1.0]]  # image 2: INT8's top-1 is class 2, not 1
+    out = signoff(_compared(ref, out), _limits(min_top1_agreement=0.6), 3)
+    top5 = _check(out, "INT8 top-5 agreement")
+    assert top5["passed"] is None and top5["detail"] == (
+        "not applicable: 3 classes: always in the top 5"
+    )
+    assert _failed(out) == ["INT8 top-1 agreement"]  # 1 of 2 = 0.5 < 0.6
+    assert _check(out, "INT8 top-1 agreement")["value"] == 0.5
+
+
+def test_the_signoff_table_shows_units_and_not_applicable_checks():
+    from qbench.report import signoff_table
+
+    results = _compared(SINGLE, SINGLE_INT8)
+    report = {"signoff": signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)}
+    rows = {line.split("  ")[0]: line for line in signoff_table(report, "simple").splitlines()}
+    assert "16.2 dB" in rows["INT8 logits SQNR"] and ">= 17.0 dB" in rows["INT8 logits SQNR"]
+    assert rows["INT8 logits SQNR"].endswith("FAIL")
+    assert "1.000" in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
+    top1 = rows["INT8 top-1 agreement"]
+    assert "not applicable: a single output logit" in top1 and top1.endswith("n/a")
+
+
+@pytest.mark.parametrize(
+    "flag, value, text",
+    [
+        ("--min-sqnr", "-1", "--min-sqnr -1.0: must be a finite number >= 0"),
+        ("--min-sqnr", "nan", "--min-sqnr nan: must be a finite number >= 0"),
+        ("--min-cosine", "1.5", "--min-cosine 1.5: must be a finite number in [-1, 1]"),
+        ("--min-cosine", "-2", "--min-cosine -2.0: must be a finite number in [-1, 1]"),
+        (
+            "--min-top5-agreement",
+            "2",
+            "--min-top5-agreement 2.0: must be a finite number in [0, 1]",
+        ),
+        ("--min-top5-agreement", "inf", "--min-top5-agreement inf: must be a finite number"),
+    ],
+)
+def test_bad_signoff_limits_exit_2_naming_the_flag_and_range(tmp_path, capsys, flag, value, text):
+    folders = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    assert main(["run", "--model", "resnet18", *folders, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "cal").exists()  # refused before anything ran
+
+
+def test_signoff_flags_reach_the_run_options_with_limits_defaults():
+    opts = _options(_parser().parse_args(["run", "--model", "resnet18"]))
+    assert Limits.of(opts) == Limits()
+    args = "--min-sqnr 25 --min-cosine 0.995 --min-top5-agreement 0.95".split()
+    opts = _options(_parser().parse_args(["run", "--model", "resnet18", *args]))
+    assert (opts.min_sqnr_db, opts.min_cosine, opts.min_top5_agreement) == (25.0, 0.995, 0.95)
