@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import traceback
+from pathlib import Path
 
 from .errors import QBenchError, UserError
 
@@ -102,6 +103,20 @@ def _parser():
         "which every run applies",
     )
     _add_run_options(t)
+    d = command(
+        "diagnose",
+        "per-layer INT8 error (SQNR, cosine, clipping; accumulated and alone; weights-only and "
+        "activations-only) and sensitivity ranking on the calibration images; with "
+        "--accuracy-target, the layers to keep in FP32 (a file for --skip-layers @FILE)",
+    )
+    _add_run_options(d)
+    d.add_argument(
+        "--accuracy-target",
+        type=float,
+        help="keep the most sensitive layers in FP32 until the top-1 agreement with FP32 on "
+        "the calibration images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
+        "fallback)",
+    )
     la = command(
         "layers",
         "list a model's quantizable layers (index, name, shape, INT8 or FP32) without "
@@ -135,7 +150,8 @@ def _add_model_options(r):
     r.add_argument(
         "--skip-layers",
         default="",
-        help="comma-separated layer indices or names kept in FP32 (see `qbench layers`) "
+        help="comma-separated layer indices or names kept in FP32 (see `qbench layers`), or "
+        "@FILE: names, one per line (as `qbench diagnose --accuracy-target` writes) "
         "(default: none)",
     )
     r.add_argument(
@@ -250,7 +266,21 @@ def _add_tuning_options(r):
 
 
 def _skip_list(text):
-    """``--skip-layers`` text -> layer indices (ASCII digits) and names."""
+    """``--skip-layers`` text -> layer indices (ASCII digits) and names. ``@FILE`` reads
+    layer names only (a name of digits, as ``nn.Sequential`` gives, stays a name), one per
+    line; text after ``#`` is ignored: the ``skip_layers.txt`` that ``qbench diagnose
+    --accuracy-target`` writes.
+
+    Raises:
+        UserError: FILE cannot be read.
+    """
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--skip-layers @{path}: cannot read it ({e})") from None
+        return tuple(name for line in lines if (name := line.split("#", 1)[0].strip()))
     items = [s.strip() for s in text.split(",") if s.strip()]
     return tuple(int(s) if s.isascii() and s.isdigit() else s for s in items)
 
@@ -356,6 +386,27 @@ def _run(args):
         out = write_reports(report, opts.reports_dir)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
+
+
+def _diagnose(args):
+    from .diagnose.command import run_diagnose
+    from .diagnose.report import sensitive_table, summary, write_diagnosis
+    from .progress import stage
+
+    target = args.accuracy_target
+    if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
+        raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
+    opts = _options(args)
+    report = run_diagnose(opts, target)
+    with stage("report"):
+        out = write_diagnosis(report, opts.reports_dir)
+    print("\n".join(summary(report)))
+    print(sensitive_table(report))
+    print(f"\nreports: {out / 'diagnose.md'}  {out / 'diagnose.json'}")
+    if "fallback" not in report:
+        return EXIT_PASS
+    print(f"FP32 layers: {out / 'skip_layers.txt'} (qbench run --skip-layers @FILE)")
+    return EXIT_PASS if report["fallback"]["reached"] else EXIT_FAIL
 
 
 def _tune(args):
@@ -535,6 +586,7 @@ def _dispatch(args):
             "models": lambda: _models(args.pattern, args.reports_dir),
             "layers": lambda: _layers(args),
             "run": lambda: _run(args),
+            "diagnose": lambda: _diagnose(args),
             "tune": lambda: _tune(args),
         }
         return commands[args.command]()

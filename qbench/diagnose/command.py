@@ -1,0 +1,60 @@
+"""``qbench diagnose``: prepare a run, diagnose its INT8 layers, optionally pick an FP32
+fallback, and write the diagnosis report."""
+
+import time
+
+from ..pipeline import prepare
+from ..progress import stage
+from .analysis import as_rows, diagnose, fallback, to_batches
+from .fakequant import fake_layers
+
+
+def run_diagnose(opts, accuracy_target=None):
+    """Calibrate and plan as ``qbench run`` does, then diagnose every INT8 layer on the
+    calibration images (never the evaluation images, which stay unbiased for ``run``).
+
+    Args:
+        opts: ``pipeline.RunOptions``.
+        accuracy_target: top-1 agreement with FP32 to reach by keeping layers in FP32, a
+            fraction in [0, 1], or None for no fallback.
+
+    Returns:
+        dict: the diagnosis report (``report.write_diagnosis`` writes it).
+    Raises:
+        UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
+    """
+    started = time.time()
+    ctx = prepare(opts)
+    model = ctx["model"]
+    module = model.module.eval()
+    fakes = fake_layers(module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
+    indices = ctx["split"].calib
+    with stage("diagnose") as st:
+        batches = to_batches(ctx["images"], indices, model.preprocess, opts.batch_size)
+        diagnosis = diagnose(module, fakes, batches)
+        st.note = f"{len(fakes)} INT8 layers on {len(indices)} calibration images"
+    report = {
+        "model": model.name,
+        "calibration": ctx["calibration"],
+        "config": opts.quant.to_dict(),
+        "images": diagnosis.images,
+        "int8_layers": len(fakes),
+        "logits_sqnr_db": diagnosis.logits.sqnr_db,
+        "top1_agreement": diagnosis.agree / diagnosis.images,
+        "layers": as_rows(diagnosis),
+        "ranking": diagnosis.ranking(),
+    }
+    if accuracy_target is not None:
+        with stage("FP32 fallback") as st:
+            fb = fallback(module, fakes, batches, diagnosis.ranking(), accuracy_target)
+            st.note = f"{len(fb.kept)} layers kept in FP32" + ("" if fb.reached else " (missed)")
+        report["fallback"] = {
+            "target": accuracy_target,
+            "reached": fb.reached,
+            "kept_fp32": fb.kept,
+            "steps": [
+                {"kept": k, "top1_agreement": a, "logits_sqnr_db": s} for k, a, s in fb.steps
+            ],
+        }
+    report["wall_s"] = time.time() - started
+    return report

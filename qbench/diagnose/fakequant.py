@@ -1,0 +1,139 @@
+"""Fake quantization of a PyTorch model's layers with the parameters of qbench's INT8 graph.
+
+Each quantized layer of the plan (``quantize.plan.make_plans``) is the PyTorch module its
+source name points to (``layer3.1.conv2``: an ``nn.Conv2d`` or ``nn.Linear``). Its input
+is quantized and dequantized with the layer's calibrated uint8 scale and zero point,
+``(clamp(round(x / scale) + zero_point, 0, 255) - zero_point) * scale``, and its weight
+is replaced by the dequantized symmetric int8 weight, per output channel as in the INT8 graph
+(``quantize.params.quantize_weight``). With per-channel scales this is the INT8 graph's
+arithmetic exactly, up to float rounding: the Relax graph quantizes the BatchNorm-folded
+weight, and a per-channel scale scales with the folded channel factor, so the quantized
+folded weight is the folded quantized weight. With ``--per-tensor`` scales it is an
+approximation (the folded and unfolded weights have different ranges).
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from ..quantize.params import UINT8_MAX, quantize_weight
+
+
+@dataclass
+class FakeLayer:
+    """One quantized layer, as PyTorch runs it.
+
+    Attributes:
+        index, name: the layer's index and source name (``graph.Layer``).
+        module: its ``nn.Conv2d`` or ``nn.Linear``.
+        scale, zero_point: the input's uint8 parameters (float > 0, int in [0, 255]).
+        lo, hi: the input values beyond which quantization clamps to 0 or 255 (half a step
+            outside the grid's ends), in the input's units.
+        weight_q: the dequantized int8 weight, float32, the module weight's shape.
+    """
+
+    index: int
+    name: str
+    module: torch.nn.Module
+    scale: float
+    zero_point: int
+    lo: float
+    hi: float
+    weight_q: torch.Tensor
+
+    def quantize_input(self, x):
+        """``x`` (any shape, float32) through the uint8 grid: quantized, then dequantized."""
+        q = torch.clamp(torch.round(x / self.scale) + self.zero_point, 0, UINT8_MAX)
+        return (q - self.zero_point) * self.scale
+
+    def forward(self, x, weight_q=True, input_q=True):
+        """The module's output for input ``x`` with the quantized weight and/or input, by
+        the module's own ``forward`` (which may pad first, as efficientnet's "same" convs
+        do). Call it outside ``quantized``, whose hooks would apply too."""
+        weight = self.weight_q if weight_q else self.module.weight
+        x = self.quantize_input(x) if input_q else x
+        return torch.func.functional_call(self.module, {"weight": weight}, (x,))
+
+
+def fake_layers(module, layers, plans, per_channel):
+    """The ``FakeLayer`` of every quantized layer of ``plans``, in graph order.
+
+    Args:
+        module: the FP32 PyTorch model (``nn.Module``), in eval mode.
+        layers, plans: ``graph.Layer`` and ``quantize.rewrite.LayerPlan`` lists (same order).
+        per_channel: the config's weight granularity.
+
+    Raises:
+        UserError: a quantized layer has no PyTorch module of its name (a functional conv or
+            a model imported from a .pt2 file): diagnosis needs each layer's module.
+    """
+    out = []
+    for layer, plan in zip(layers, plans, strict=True):
+        if not plan.quantized:
+            continue
+        sub = _module(module, layer.name)
+        w = sub.weight.detach().numpy()
+        qw = quantize_weight(w, 0, per_channel)
+        scale = qw.scale.reshape((-1,) + (1,) * (w.ndim - 1))
+        act = plan.act
+        lo = (-0.5 - act.zero_point) * act.scale
+        hi = (UINT8_MAX + 0.5 - act.zero_point) * act.scale
+        weight_q = torch.from_numpy(qw.q.astype(np.float32) * scale)
+        out.append(
+            FakeLayer(layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q)
+        )
+    return out
+
+
+def _module(model, name):
+    try:
+        sub = model.get_submodule(name)
+    except AttributeError:
+        sub = None
+    if not isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+        raise UserError(
+            f"diagnose: layer {name!r} is not an nn.Conv2d or nn.Linear of the model; "
+            "per-layer diagnosis needs each quantized layer's PyTorch module "
+            "(registry models and FILE.py:FUNCTION models have them, .pt2 files do not)"
+        )
+    return sub
+
+
+@contextmanager
+def quantized(model, fakes, active):
+    """Run ``model`` with the layers of ``fakes`` whose index is in ``active`` quantized
+    (input and weight), the others in FP32; each layer's conv runs once.
+
+    Yields:
+        (run, seen): ``run(x)`` is the model's output for ``x``; ``seen`` maps each layer's
+        name to its (input, output) in the last run, float32 tensors (an active layer's
+        input as quantized).
+    """
+    seen, handles = {}, []
+    weights = {f"{f.name}.weight": f.weight_q for f in fakes if f.index in active}
+    for fake in fakes:
+        if fake.index in active:
+            handles.append(fake.module.register_forward_pre_hook(_quantize_first_arg(fake)))
+        handles.append(fake.module.register_forward_hook(_record(seen, fake.name)))
+    try:
+        yield (lambda x: torch.func.functional_call(model, weights, (x,))), seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _quantize_first_arg(fake):
+    def pre_hook(module, args):
+        return (fake.quantize_input(args[0]), *args[1:])
+
+    return pre_hook
+
+
+def _record(seen, name):
+    def hook(module, args, output):
+        seen[name] = (args[0], output)
+
+    return hook

@@ -1,0 +1,104 @@
+"""The diagnosis report: diagnose.md (tables) and diagnose.json, written atomically, plus
+the FP32 fallback's layer list in the file format ``--skip-layers @FILE`` reads."""
+
+import datetime as dt
+import re
+from pathlib import Path
+
+from tabulate import tabulate
+
+from ..atomic import to_json, write_folder
+
+COLUMNS = [
+    ("layer", "layer"),
+    ("accumulated_sqnr_db", "SQNR dB (INT8 graph)"),
+    ("accumulated_cosine", "cosine"),
+    ("accumulated_max_abs_error", "max abs err"),
+    ("alone_sqnr_db", "SQNR dB alone"),
+    ("weights_only_sqnr_db", "W8A32 dB"),
+    ("activations_only_sqnr_db", "W32A8 dB"),
+    ("clipped_fraction", "clipped"),
+    ("sensitivity_rank", "sensitivity rank"),
+    ("logits_sqnr_gain_db", "logits dB regained in FP32"),
+]
+TOP = 5
+
+
+def skip_file_text(report):
+    """The fallback's layers, one name per line, with a comment header (``--skip-layers
+    @FILE`` format: blank lines and text after ``#`` are ignored)."""
+    fb = report["fallback"]
+    head = (
+        f"# qbench diagnose: layers kept in FP32 for top-1 agreement >= {fb['target']} "
+        f"({report['model']}; reached: {'yes' if fb['reached'] else 'no'})\n"
+    )
+    return head + "".join(f"{name}\n" for name in fb["kept_fp32"])
+
+
+def _cell(key, value):
+    if key == "clipped_fraction":
+        return f"{100 * value:.3f} %"
+    if isinstance(value, float):
+        return f"{value:.4f}" if key == "accumulated_cosine" else f"{value:.2f}"
+    return value
+
+
+def layer_table(rows, fmt="github"):
+    """Every layer's row, in graph order."""
+    keys = [k for k, _ in COLUMNS if k in rows[0]] if rows else []
+    heads = [h for k, h in COLUMNS if k in keys]
+    cells = [[_cell(k, r[k]) for k in keys] for r in rows]
+    return tabulate(cells, heads, tablefmt=fmt, disable_numparse=True)
+
+
+def sensitive_table(report, fmt="github"):
+    """The ``TOP`` most sensitive layers."""
+    by_name = {r["layer"]: r for r in report["layers"]}
+    return layer_table([by_name[n] for n in report["ranking"][:TOP]], fmt)
+
+
+def summary(report):
+    """Plain-text lines: what was measured, and the fallback's outcome."""
+    lines = [
+        f"{report['model']}: {report['int8_layers']} INT8 layers, {report['images']} "
+        f"calibration images ({report['calibration']['mode']}); all INT8: top-1 agreement "
+        f"{100 * report['top1_agreement']:.2f} %, logits SQNR {report['logits_sqnr_db']:.2f} dB; "
+        f"{report['wall_s']:.0f} s",
+    ]
+    fb = report.get("fallback")
+    if fb:
+        last = fb["steps"][-1]
+        state = "reached" if fb["reached"] else "NOT reached (every layer tried)"
+        lines.append(
+            f"FP32 fallback for top-1 agreement >= {fb['target']}: {state} with "
+            f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
+            f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
+        )
+    return lines
+
+
+def render_markdown(report):
+    parts = [f"# qbench diagnose: {report['model']}", "", *summary(report), ""]
+    parts += [f"## The {TOP} most sensitive layers", "", sensitive_table(report), ""]
+    parts += ["## Every INT8 layer", "", layer_table(report["layers"]), ""]
+    parts += [
+        "SQNR dB (INT8 graph): the layer's output with every layer quantized, against FP32. "
+        "alone: only this layer quantized, on its FP32 input; W8A32: its weight only; W32A8: "
+        "its input only. clipped: its FP32 input values outside the calibrated range. "
+        "sensitivity rank: 1 = the logits regain most SQNR when this layer alone stays FP32. "
+        "Measured on the calibration images with the INT8 graph's scales, zero points and "
+        "rounding (PyTorch fake quantization).",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def write_diagnosis(report, root):
+    """Write diagnose.json, diagnose.md (and skip_layers.txt after a fallback) into a new
+    timestamped folder under ``root``; return the folder."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]).name)
+    files = {"diagnose.json": to_json(report), "diagnose.md": render_markdown(report)}
+    if "fallback" in report:
+        files["skip_layers.txt"] = skip_file_text(report)
+    return write_folder(Path(root) / f"{stamp}-{name}-diagnose", files)

@@ -1,0 +1,169 @@
+"""Per-layer diagnosis, sensitivity ranking and FP32 fallback (qbench.diagnose)."""
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from qbench.cli import main
+from qbench.diagnose.analysis import as_rows, diagnose, fallback
+from qbench.diagnose.fakequant import fake_layers
+from qbench.quantize.params import activation_params, quantize_weight
+from qbench.quantize.rewrite import LayerPlan
+
+
+def _bad_layer_model():
+    """Three convs; the middle one has, in every output channel, one weight 400x the others
+    on an input channel that the first conv's ReLU keeps at zero: its per-channel int8 scale
+    rounds every weight that matters to zero."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, bias=False),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, bias=False),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    ).eval()
+    with torch.no_grad():
+        model[0].weight[0] = 0.0
+        model[0].bias[0] = -1.0  # channel 0 is 0 after the ReLU
+        model[2].weight[:, 0, 0, 0] = 400.0 * model[2].weight.abs().max()
+    return model
+
+
+def _plans(model, names, x):
+    """Layers and plans as qbench's planner makes them, from max calibration ranges that
+    the test computes itself with forward hooks."""
+    ranges = {}
+    hooks = [
+        model.get_submodule(n).register_forward_hook(
+            lambda m, a, o, n=n: ranges.__setitem__(n, (a[0].min().item(), a[0].max().item()))
+        )
+        for n in names
+    ]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    layers, plans = [], []
+    for i, n in enumerate(names):
+        w = model.get_submodule(n).weight.detach().numpy()
+        layers.append(SimpleNamespace(index=i, name=n))
+        plans.append(LayerPlan(activation_params(*ranges[n]), quantize_weight(w, 0, True)))
+    return layers, plans
+
+
+def _numpy_quantized_conv(conv, x, lo, hi):
+    """The conv with uint8 input and per-channel int8 weight, quantized here in numpy."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / 255
+    zp = np.clip(np.round(-lo / scale), 0, 255)
+    xq = (np.clip(np.round(x / scale) + zp, 0, 255) - zp) * scale
+    w = conv.weight.detach().numpy()
+    ws = np.abs(w).reshape(len(w), -1).max(1) / 127
+    ws = np.where(ws > 0, ws, 1.0)  # an all-zero channel stays zero
+    wq = np.clip(np.round(w / ws[:, None, None, None]), -127, 127) * ws[:, None, None, None]
+    return conv._conv_forward(
+        torch.from_numpy(xq.astype(np.float32)), torch.from_numpy(wq.astype(np.float32)), conv.bias
+    )
+
+
+def _sqnr(ref, out):
+    ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    return 10 * math.log10((ref**2).sum() / ((ref - out) ** 2).sum())
+
+
+NAMES = ["0", "2", "4"]
+
+
+@pytest.fixture(scope="module")
+def bad():
+    model = _bad_layer_model()
+    x = torch.randn(16, 3, 12, 12, generator=torch.Generator().manual_seed(1))
+    layers, plans = _plans(model, NAMES, x)
+    fakes = fake_layers(model, layers, plans, per_channel=True)
+    return model, fakes, [x[:8], x[8:]]
+
+
+def test_alone_sqnr_matches_a_numpy_quantized_layer(bad):
+    model, fakes, batches = bad
+    diagnosis = diagnose(model, fakes, batches)
+    x = torch.cat(batches)
+    inputs = {}
+    hooks = [
+        model.get_submodule(n).register_forward_hook(
+            lambda m, a, o, n=n: inputs.__setitem__(n, (a[0], o))
+        )
+        for n in NAMES
+    ]
+    with torch.no_grad():
+        model(x)
+        for h in hooks:
+            h.remove()
+        for n in NAMES:
+            xin, ref = inputs[n]
+            out = _numpy_quantized_conv(
+                model.get_submodule(n), xin.numpy(), xin.min().item(), xin.max().item()
+            )
+            expected = _sqnr(ref, out)
+            assert diagnosis.layers[n].alone.sqnr_db == pytest.approx(expected, abs=0.05), n
+    rows = {r["layer"]: r for r in as_rows(diagnosis)}
+    assert rows["2"]["alone_sqnr_db"] < rows["0"]["alone_sqnr_db"] - 10
+    assert rows["2"]["weights_only_sqnr_db"] < rows["2"]["activations_only_sqnr_db"]
+    assert all(r["clipped_fraction"] == 0 for r in rows.values())  # max ranges clip nothing
+
+
+def test_ranking_puts_the_bad_layer_first_and_fallback_picks_it(bad):
+    model, fakes, batches = bad
+    diagnosis = diagnose(model, fakes, batches)
+    assert diagnosis.ranking()[0] == "2"
+    assert diagnosis.agree < diagnosis.images  # all-INT8 misses some top-1 classes
+    fb = fallback(model, fakes, batches, diagnosis.ranking(), target=1.0)
+    assert fb.reached and fb.kept[0] == "2"
+    kept, agreement, _ = fb.steps[-1]
+    assert agreement == 1.0 and kept == len(fb.kept)
+    assert fb.steps[0] == (
+        0,
+        diagnosis.agree / diagnosis.images,
+        pytest.approx(diagnosis.logits.sqnr_db),
+    )
+
+
+def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path, capsys, bad):
+    """End to end on a user model file: diagnose, fallback, then run --skip-layers @FILE."""
+    model_file = tmp_path / "bad.py"
+    model_file.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_diagnose import _bad_layer_model\n\n"
+        "def build():\n"
+        "    return _bad_layer_model(), (3, 12, 12)\n"
+    )
+    common = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "16"]
+    common += ["--eval-size", "8", "--calib-mode", "max", "--cache-dir", str(tmp_path / "c")]
+    common += ["--reports-dir", str(tmp_path / "r")]
+    code = main(["diagnose", *common, "--accuracy-target", "1.0"])
+    out = capsys.readouterr().out
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "diagnose.json").read_text())
+    assert code == 0 and report["ranking"][0] == "2" and report["fallback"]["reached"]
+    assert report["fallback"]["kept_fp32"][0] == "2" and "FP32 fallback" in out
+    assert (folder / "diagnose.md").read_text().count("\n| 2 ") >= 2  # in both tables
+    skip = folder / "skip_layers.txt"
+    assert skip.read_text().splitlines()[1:] == report["fallback"]["kept_fp32"]
+    main(["run", *common, "--skip-layers", f"@{skip}", "--repeat", "20"])
+    run_report = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())
+    reasons = {la["name"]: la["reason"] for la in run_report["layers"]}
+    assert all("--skip-layers" in reasons[name] for name in report["fallback"]["kept_fp32"])
+
+
+def test_skip_file_that_cannot_be_read_exits_2(tmp_path, capsys):
+    code = main(["layers", "--model", "resnet18", "--skip-layers", f"@{tmp_path / 'none.txt'}"])
+    assert code == 2 and "--skip-layers @" in capsys.readouterr().err
