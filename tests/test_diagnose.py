@@ -155,6 +155,8 @@ def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path
     report = json.loads((folder / "diagnose.json").read_text())
     assert code == 0 and report["ranking"][0] == "2" and report["fallback"]["reached"]
     assert report["fallback"]["kept_fp32"][0] == "2" and "FP32 fallback" in out
+    latency = report["fallback"]["latency_ms"]
+    assert set(latency) == {"all_int8", "with_fallback"} and min(latency.values()) > 0
     assert (folder / "diagnose.md").read_text().count("\n| 2 ") >= 2  # in both tables
     skip = folder / "skip_layers.txt"
     assert skip.read_text().splitlines()[1:] == report["fallback"]["kept_fp32"]

@@ -2,9 +2,15 @@
 fallback, and write the diagnosis report."""
 
 import time
+from dataclasses import replace
 
-from ..pipeline import prepare
+from .. import build, targets
+from ..compare import latency_stats
+from ..pipeline import full_batches, prepare
 from ..progress import stage
+from ..quantize.plan import make_plans
+from ..quantize.rewrite import rewrite
+from ..runners import TVMRunner
 from .analysis import as_rows, diagnose, fallback, to_batches
 from .fakequant import fake_layers
 
@@ -56,5 +62,40 @@ def run_diagnose(opts, accuracy_target=None):
                 {"kept": k, "top1_agreement": a, "logits_sqnr_db": s} for k, a, s in fb.steps
             ],
         }
+        with stage("latency cost") as st:
+            report["fallback"]["latency_ms"] = latency_cost(ctx, fb.kept)
+            st.note = "TVM INT8 with and without the FP32 layers"
     report["wall_s"] = time.time() - started
     return report
+
+
+def latency_cost(ctx, kept):
+    """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with every
+    layer in INT8 and with the layers ``kept`` in FP32, timed alternately (one run of each
+    in turn) so that load on the machine hits both alike.
+
+    Returns:
+        dict: ``all_int8`` and ``with_fallback``, ms.
+    """
+    opts, target = ctx["opts"], ctx["target"]
+    quant = replace(opts.quant, skip_layers=tuple(opts.quant.skip_layers) + tuple(kept))
+    plans = make_plans(ctx["layers"], ctx["ranges"], quant)
+    mods = {"all_int8": ctx["int8_mod"], "with_fallback": rewrite(ctx["imported"].mod, plans)}
+    shape, n = ctx["model"].input_shape, opts.batch_size
+    x, _ = next(full_batches(ctx["images"], ctx["split"].calib[:n], ctx["model"], n))
+    calls = {
+        name: TVMRunner(
+            build.build(mod, target, ctx["databases"]), targets.device_for(target), n, shape, name
+        ).timed_call(x)
+        for name, mod in mods.items()
+    }
+    samples = {name: [] for name in calls}
+    for _ in range(opts.warmup):
+        for call in calls.values():
+            call()
+    for _ in range(opts.repeat):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}

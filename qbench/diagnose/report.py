@@ -74,6 +74,12 @@ def summary(report):
             f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
+        ms = fb["latency_ms"]
+        cost = 100 * (ms["with_fallback"] / ms["all_int8"] - 1)
+        lines.append(
+            f"TVM INT8 latency per batch: {ms['all_int8']:.2f} ms all INT8, "
+            f"{ms['with_fallback']:.2f} ms with the fallback ({cost:+.1f} %)"
+        )
     return lines
 
 
