@@ -55,6 +55,17 @@ def test_kl_clips_relu_outliers_but_keeps_the_bulk():
     assert np.mean(RELU_OUTLIERS <= r.hi) > 0.99 and r.hi < 40.0
 
 
+def test_kl_uses_255_levels_for_non_negative_data_and_128_for_signed():
+    from test_kl import reference_threshold
+
+    for x, levels in ((RELU_OUTLIERS, 255), (GAUSS, 128)):
+        c = collect("kl_divergence", x)
+        expected = reference_threshold(c.hist.counts, c.hist.bin_width, levels)
+        other = reference_threshold(c.hist.counts, c.hist.bin_width, 383 - levels)
+        assert expected != other  # the level count decides the threshold here
+        assert c.compute_range().hi == min(expected, np.abs(x).max())
+
+
 def test_global_scale_fixed_range():
     assert (
         collect("global_scale", GAUSS).compute_range().lo,

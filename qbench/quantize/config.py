@@ -12,7 +12,13 @@ class QuantConfig:
     """How to quantize a model.
 
     Attributes:
-        calib_mode: one of ``calibration.MODES``.
+        calib_mode: one of ``calibration.MODES``. ``percentile`` by default: on
+            efficientnet_lite0 (32 calibration, 218 evaluation photos of
+            ``../shared/data/imagenet-sample``) it and ``max`` gave INT8 logits SQNR 19.6 dB
+            and top-1 agreement 96.3 % and 96.8 % (one image apart), ``kl_divergence`` 14.1 dB
+            and 95.9 % (its entropy threshold clips the ReLU6 tails of the last blocks; see
+            ``calibration.collectors.KLCollector``); on 718 photos percentile led max,
+            97.9 % to 97.6 %, and unlike ``max`` one outlier image cannot set its range.
         percentile: for ``percentile``, the |x| percentile in (0, 100].
         global_scale: for ``global_scale``, the clip range [-s, s], s > 0.
         per_channel: per-output-channel symmetric int8 weight scales (else per-tensor).
@@ -26,7 +32,7 @@ class QuantConfig:
         weight_dtype: ``int8``, symmetric, range [-127, 127].
     """
 
-    calib_mode: str = "kl_divergence"
+    calib_mode: str = "percentile"
     percentile: float = 99.999
     global_scale: float = 8.0
     per_channel: bool = True
