@@ -213,9 +213,13 @@ def _add_data_options(r):
 def _add_quant_options(r):
     """Calibration, quantization, sign-off thresholds and output folders."""
     from .calibration import MODES
+    from .quantize import QuantConfig
 
     r.add_argument(
-        "--calib-mode", default="kl_divergence", choices=list(MODES), help="calibration method"
+        "--calib-mode",
+        default=QuantConfig().calib_mode,
+        choices=list(MODES),
+        help="calibration method",
     )
     r.add_argument(
         "--percentile", type=float, default=99.999, help="percentile mode: quantile, in (0, 100]"

@@ -311,7 +311,7 @@ def test_every_option_has_a_help_text_and_shows_its_default(capsys):
         main(["run", "--help"])
     out = capsys.readouterr().out
     assert "{global_scale,kl_divergence,percentile,max}" in out  # the choices
-    assert "(default: kl_divergence)" in out and "(default: 8)" in out
+    assert "(default: percentile)" in out and "(default: 8)" in out
     assert "(default: off)" in out and "(required)" in out
 
 
