@@ -114,8 +114,15 @@ def _parser():
         "--accuracy-target",
         type=float,
         help="keep the most sensitive layers in FP32 until the top-1 agreement with FP32 on "
-        "the calibration images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
+        "the --holdout-size images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
         "fallback)",
+    )
+    d.add_argument(
+        "--holdout-size",
+        type=int,
+        default=64,
+        help="images the fallback is judged on: the last of the seed's order, never among the "
+        "calibration or evaluation images of a run with the same sizes and seed",
     )
     la = command(
         "layers",
@@ -375,6 +382,8 @@ def _options(args):
     tune = {"tune_trials": args.trials if getattr(args, "tune", False) else 0}
     tune["time_budget_min"] = args.time_budget
     tune["tune_graphs"] = tuple(g for g in ("fp32", "int8") if g in args.tune_graphs.split(","))
+    wants_holdout = getattr(args, "accuracy_target", None) is not None
+    tune["holdout_size"] = args.holdout_size if wants_holdout else 0
     return RunOptions(quant=quant, **tune, **{f: getattr(args, f) for f in fields})
 
 
@@ -401,7 +410,7 @@ def _diagnose(args):
     if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
         raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
     opts = _options(args)
-    report = run_diagnose(opts, target)
+    report = run_diagnose(opts, target, args.holdout_size)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir)
     print("\n".join(summary(report)))

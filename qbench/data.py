@@ -110,11 +110,32 @@ def split(images, calib_size, eval_size, seed=0):
             f"--data {images.name}: has {n} images; cannot take --calib-size {calib_size} "
             f"plus --eval-size {eval_size} disjoint images (valid: both >= 1, sum <= {n})"
         )
-    order = np.random.default_rng(seed).permutation(n)
+    order = _order(n, seed)
     return Split(
         tuple(order[:calib_size].tolist()),
         tuple(order[calib_size : calib_size + eval_size].tolist()),
     )
+
+
+def _order(n, seed):
+    return np.random.default_rng(seed).permutation(n)
+
+
+def holdout(images, chosen, size, seed=0):
+    """``size`` images disjoint from the calibration and evaluation images of ``chosen`` (a
+    ``Split`` from ``split`` with the same ``seed``): the last ones of its order, so that a
+    ``qbench run`` with the same sizes and seed evaluates on none of them.
+
+    Raises:
+        UserError: fewer than ``size`` images are left over; names the sizes.
+    """
+    n, used = len(images), len(chosen.calib) + len(chosen.eval)
+    if size < 1 or used + size > n:
+        raise UserError(
+            f"--holdout-size {size}: --data {images.name} has {n} images and calibration plus "
+            f"evaluation take {used}; valid: 1..{n - used} (lower --eval-size to free more)"
+        )
+    return tuple(_order(n, seed)[n - size :].tolist())
 
 
 def check_decodable(images, indices):

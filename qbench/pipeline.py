@@ -59,6 +59,7 @@ class RunOptions:
     tune_trials: int = 0
     time_budget_min: float = None
     tune_graphs: tuple = ("fp32", "int8")
+    holdout_size: int = 0  # images beyond calibration and evaluation (``qbench diagnose``)
     quant: QuantConfig = field(default_factory=QuantConfig)
 
 
@@ -76,7 +77,7 @@ def prepare(opts):
     check_writable(opts.tuning_db, "--tuning-db")
     build.set_threads(opts.threads)
     target = targets.parse_target(opts.target, opts.threads)
-    needed = (opts.calib_size or 32) + (opts.eval_size or 100)
+    needed = (opts.calib_size or 32) + (opts.eval_size or 100) + opts.holdout_size
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
         split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)

@@ -11,8 +11,10 @@ import torch
 from torch import nn
 
 from qbench.cli import main
+from qbench.data import holdout, split
 from qbench.diagnose.analysis import as_rows, diagnose, fallback
 from qbench.diagnose.fakequant import fake_layers
+from qbench.errors import UserError
 from qbench.quantize.params import activation_params, quantize_weight
 from qbench.quantize.rewrite import LayerPlan
 
@@ -149,12 +151,13 @@ def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path
     common = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "16"]
     common += ["--eval-size", "8", "--calib-mode", "max", "--cache-dir", str(tmp_path / "c")]
     common += ["--reports-dir", str(tmp_path / "r")]
-    code = main(["diagnose", *common, "--accuracy-target", "1.0"])
+    code = main(["diagnose", *common, "--accuracy-target", "1.0", "--holdout-size", "16"])
     out = capsys.readouterr().out
     (folder,) = (tmp_path / "r").iterdir()
     report = json.loads((folder / "diagnose.json").read_text())
     assert code == 0 and report["ranking"][0] == "2" and report["fallback"]["reached"]
     assert report["fallback"]["kept_fp32"][0] == "2" and "FP32 fallback" in out
+    assert report["fallback"]["held_out_images"] == 16
     latency = report["fallback"]["latency_ms"]
     assert set(latency) == {"all_int8", "with_fallback"} and min(latency.values()) > 0
     assert (folder / "diagnose.md").read_text().count("\n| 2 ") >= 2  # in both tables
@@ -169,3 +172,16 @@ def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path
 def test_skip_file_that_cannot_be_read_exits_2(tmp_path, capsys):
     code = main(["layers", "--model", "resnet18", "--skip-layers", f"@{tmp_path / 'none.txt'}"])
     assert code == 2 and "--skip-layers @" in capsys.readouterr().err
+
+
+class _Images(list):
+    name = "sample"
+
+
+def test_holdout_is_disjoint_from_calibration_and_evaluation():
+    images = _Images(range(50))
+    chosen = split(images, 10, 20, seed=3)
+    held = holdout(images, chosen, 20, seed=3)
+    assert len(set(held)) == 20 and not set(held) & (set(chosen.calib) | set(chosen.eval))
+    with pytest.raises(UserError, match=r"--holdout-size 21: .* valid: 1..20"):
+        holdout(images, chosen, 21, seed=3)

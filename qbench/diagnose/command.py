@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from .. import build, targets
 from ..compare import latency_stats
+from ..data import holdout
 from ..pipeline import full_batches, prepare
 from ..progress import stage
 from ..quantize.plan import make_plans
@@ -15,14 +16,17 @@ from .analysis import as_rows, diagnose, fallback, to_batches
 from .fakequant import fake_layers
 
 
-def run_diagnose(opts, accuracy_target=None):
+def run_diagnose(opts, accuracy_target=None, holdout_size=64):
     """Calibrate and plan as ``qbench run`` does, then diagnose every INT8 layer on the
-    calibration images (never the evaluation images, which stay unbiased for ``run``).
+    calibration images; the fallback is judged on ``holdout_size`` held-out images. Neither
+    touches the evaluation images, which stay unbiased for a ``qbench run`` with the same
+    data, sizes and seed.
 
     Args:
         opts: ``pipeline.RunOptions``.
         accuracy_target: top-1 agreement with FP32 to reach by keeping layers in FP32, a
             fraction in [0, 1], or None for no fallback.
+        holdout_size: images for the fallback (``data.holdout``).
 
     Returns:
         dict: the diagnosis report (``report.write_diagnosis`` writes it).
@@ -51,11 +55,14 @@ def run_diagnose(opts, accuracy_target=None):
         "ranking": diagnosis.ranking(),
     }
     if accuracy_target is not None:
+        held = holdout(ctx["images"], ctx["split"], holdout_size, opts.seed)
         with stage("FP32 fallback") as st:
-            fb = fallback(module, fakes, batches, diagnosis.ranking(), accuracy_target)
+            held_out = to_batches(ctx["images"], held, model.preprocess, opts.batch_size)
+            fb = fallback(module, fakes, held_out, diagnosis.ranking(), accuracy_target)
             st.note = f"{len(fb.kept)} layers kept in FP32" + ("" if fb.reached else " (missed)")
         report["fallback"] = {
             "target": accuracy_target,
+            "held_out_images": len(held),
             "reached": fb.reached,
             "kept_fp32": fb.kept,
             "steps": [

@@ -70,7 +70,8 @@ def summary(report):
         last = fb["steps"][-1]
         state = "reached" if fb["reached"] else "NOT reached (every layer tried)"
         lines.append(
-            f"FP32 fallback for top-1 agreement >= {fb['target']}: {state} with "
+            f"FP32 fallback for top-1 agreement >= {fb['target']} on {fb['held_out_images']} "
+            f"held-out images: {state} with "
             f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
