@@ -236,6 +236,12 @@ def _add_quant_options(r):
     )
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
+    r.add_argument(
+        "--bias-correction",
+        action="store_true",
+        help="add to each INT8 layer's output the per-channel mean shift quantization gives "
+        "it on the calibration images (empirical bias correction)",
+    )
     _add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
     r.add_argument("--reports-dir", default="reports", help="reports are written under it")
@@ -369,6 +375,7 @@ def _options(args):
         skip_layers=_skip_list(args.skip_layers),
         skip_first=args.keep_first_fp32,
         simulate=args.simulate,
+        bias_correction=args.bias_correction,
     )
     from .tuning import default_root
 

@@ -115,6 +115,8 @@ def prepare(opts):
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
         ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
+        if opts.quant.bias_correction:
+            ctx["plans"] = _bias_corrected(ctx)
         ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate)
         ctx["int8_kernels"] = _int8_kernels_info(ctx, opts.quant.simulate)
         st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
@@ -127,6 +129,22 @@ def prepare(opts):
             "schedules and will likely be slower than FP32"
         )
     return ctx
+
+
+def _bias_corrected(ctx):
+    """The plans with each INT8 layer's output shift measured on the calibration images, in
+    one batch (``quantize.bias``)."""
+    import torch
+
+    from .diagnose.fakequant import fake_layers
+    from .quantize.bias import bias_shifts, corrected
+
+    model, opts = ctx["model"], ctx["opts"]
+    indices = ctx["split"].calib
+    x = np.concatenate([x for x, _ in data.batches(ctx["images"], indices, model.preprocess, 64)])
+    fakes = fake_layers(model.module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
+    shifts = bias_shifts(model.module, fakes, torch.from_numpy(x))
+    return corrected(ctx["plans"], ctx["layers"], shifts)
 
 
 def _int8_kernels_info(ctx, simulate):

@@ -33,6 +33,8 @@ class FakeLayer:
         lo, hi: the input values beyond which quantization clamps to 0 or 255 (half a step
             outside the grid's ends), in the input's units.
         weight_q: the dequantized int8 weight, float32, the module weight's shape.
+        shift: float32 (C_out,) added to the quantized output (bias correction, see
+            ``quantize.bias``), or None.
     """
 
     index: int
@@ -43,6 +45,7 @@ class FakeLayer:
     lo: float
     hi: float
     weight_q: torch.Tensor
+    shift: torch.Tensor = None
 
     def quantize_input(self, x):
         """``x`` (any shape, float32) through the uint8 grid: quantized, then dequantized."""
@@ -55,7 +58,14 @@ class FakeLayer:
         do). Call it outside ``quantized``, whose hooks would apply too."""
         weight = self.weight_q if weight_q else self.module.weight
         x = self.quantize_input(x) if input_q else x
-        return torch.func.functional_call(self.module, {"weight": weight}, (x,))
+        out = torch.func.functional_call(self.module, {"weight": weight}, (x,))
+        return self.shifted(out) if weight_q and input_q else out
+
+    def shifted(self, out):
+        """``out`` (N, C, H, W) or (..., C) plus ``shift`` per channel, if any."""
+        if self.shift is None:
+            return out
+        return out + (self.shift.view(1, -1, 1, 1) if out.dim() == 4 else self.shift)
 
 
 def fake_layers(module, layers, plans, per_channel):
@@ -82,9 +92,10 @@ def fake_layers(module, layers, plans, per_channel):
         lo = (-0.5 - act.zero_point) * act.scale
         hi = (UINT8_MAX + 0.5 - act.zero_point) * act.scale
         weight_q = torch.from_numpy(qw.q.astype(np.float32) * scale)
-        out.append(
-            FakeLayer(layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q)
-        )
+        fake = FakeLayer(layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q)
+        if plan.bias_shift is not None:
+            fake.shift = torch.from_numpy(np.asarray(plan.bias_shift, np.float32))
+        out.append(fake)
     return out
 
 
@@ -103,9 +114,11 @@ def _module(model, name):
 
 
 @contextmanager
-def quantized(model, fakes, active):
+def quantized(model, fakes, active, measure=None):
     """Run ``model`` with the layers of ``fakes`` whose index is in ``active`` quantized
-    (input and weight), the others in FP32; each layer's conv runs once.
+    (input and weight, plus their ``shift``), the others in FP32; each layer's conv runs
+    once. With ``measure`` (name -> FP32 per-channel output mean), each active layer's
+    ``shift`` is first set to that mean minus its quantized output's (``quantize.bias``).
 
     Yields:
         (run, seen): ``run(x)`` is the model's output for ``x``; ``seen`` maps each layer's
@@ -117,7 +130,8 @@ def quantized(model, fakes, active):
     for fake in fakes:
         if fake.index in active:
             handles.append(fake.module.register_forward_pre_hook(_quantize_first_arg(fake)))
-        handles.append(fake.module.register_forward_hook(_record(seen, fake.name)))
+        on = fake.index in active
+        handles.append(fake.module.register_forward_hook(_record(seen, fake, on, measure)))
     try:
         yield (lambda x: torch.func.functional_call(model, weights, (x,))), seen
     finally:
@@ -132,8 +146,21 @@ def _quantize_first_arg(fake):
     return pre_hook
 
 
-def _record(seen, name):
+def _record(seen, fake, active, measure):
     def hook(module, args, output):
-        seen[name] = (args[0], output)
+        if active and measure is not None:
+            fake.shift = measure[fake.name] - channel_mean(output)
+        if active:
+            output = fake.shifted(output)
+        seen[fake.name] = (args[0], output)
+        return output
 
     return hook
+
+
+def channel_mean(out):
+    """Mean per output channel, float32 (C,): over (N, H, W) of a conv's (N, C, H, W), over
+    every axis but the last of a Linear's (..., C)."""
+    if out.dim() == 4:
+        return out.mean(dim=(0, 2, 3))
+    return out.reshape(-1, out.shape[-1]).mean(dim=0)

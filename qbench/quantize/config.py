@@ -28,6 +28,8 @@ class QuantConfig:
             no top-1 agreement, and in FP32 it was 8.4 of resnet18's 12.2 ms INT8 batch-1 latency.
         simulate: build the fake-quantized FP32 graph (quantize then dequantize) instead
             of integer conv2d/matmul.
+        bias_correction: add to each INT8 layer's output the per-channel mean shift that
+            quantization gives it on the calibration images (``quantize.bias``).
         activation_dtype: ``uint8``, affine with a zero point (VNNI multiplies u8 x s8).
         weight_dtype: ``int8``, symmetric, range [-127, 127].
     """
@@ -39,6 +41,7 @@ class QuantConfig:
     skip_layers: tuple = field(default_factory=tuple)
     skip_first: bool = False
     simulate: bool = False
+    bias_correction: bool = False
     activation_dtype: str = "uint8"
     weight_dtype: str = "int8"
     version: int = CONFIG_VERSION

@@ -30,6 +30,7 @@ class LayerPlan:
     act: ActivationParams = None
     weight: QuantizedWeight = None
     reason: str = ""
+    bias_shift: np.ndarray = None  # float (C_out,) added to the output (``quantize.bias``)
 
     @property
     def quantized(self):
@@ -105,11 +106,13 @@ def _integer(emit, call, kind, plan):
     act, weight = plan.act, plan.weight
     n_out = weight.q.shape[0 if kind == "conv2d" else -1]
     sums = weight.q.astype(np.int64).sum(axis=(1, 2, 3) if kind == "conv2d" else 0)
-    correction = act.zero_point * sums
     rescale = np.broadcast_to(act.scale * weight.scale.astype(np.float64), (n_out,))
+    correction = act.zero_point * sums
+    if plan.bias_shift is not None:  # + shift = - round(shift / rescale) in int32 steps
+        correction = correction - np.round(plan.bias_shift / rescale).astype(np.int64)
     acc = (_plain_conv if kind == "conv2d" else _plain_dense)(emit, call, plan)
     shape = _channel_shape(kind, n_out)
-    if act.zero_point:
+    if correction.any():
         acc = emit(op.subtract(acc, _const(correction.reshape(shape), "int32")))
     return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
 
@@ -166,4 +169,8 @@ def _simulated(emit, call, kind, plan):
     shape = [1] * weight.q.ndim
     shape[axis] = n
     w_dq = weight.q.astype(np.float32) * scale.reshape(shape)
-    return relax.Call(call.op, [x_dq, _const(w_dq, "float32")], call.attrs)
+    out = relax.Call(call.op, [x_dq, _const(w_dq, "float32")], call.attrs)
+    if plan.bias_shift is None:
+        return out
+    shift = plan.bias_shift.reshape(_channel_shape(kind, n))
+    return op.add(emit(out), _const(shift, "float32"))

@@ -1,0 +1,64 @@
+"""Empirical bias correction (qbench.quantize.bias), measured in PyTorch, folded into the
+INT8 graph's int32 correction."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import quantize_tiny
+from torch import nn
+
+from qbench.diagnose.fakequant import fake_layers
+from qbench.quantize.bias import bias_shifts, corrected
+from qbench.quantize.rewrite import rewrite
+
+STEP = 1 / 127  # the int8 step of a channel whose largest |w| is 1
+
+
+def _model():
+    """One 1x1 conv whose small weights (0.004, 0.51 of a step) all round up to one step:
+    channel 0 gains 3 x (STEP - 0.004) per unit of input, channel 1 loses it."""
+    conv = nn.Conv2d(4, 2, 1, bias=False)
+    with torch.no_grad():
+        conv.weight[0, :, 0, 0] = torch.tensor([1.0, 0.004, 0.004, 0.004])
+        conv.weight[1, :, 0, 0] = torch.tensor([-1.0, -0.004, -0.004, -0.004])
+    return nn.Sequential(conv).eval()
+
+
+def _inputs():
+    """Inputs on the uint8 grid of [0, 1] (no activation error): k / 255."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (8, 4, 5, 5)).astype(np.float32) / 255
+    x[0, :, 0, 0] = 1.0  # the calibrated range is [0, 1]
+    return x
+
+
+def test_measured_shift_is_the_hand_derived_one_and_the_int8_graph_removes_it():
+    model, x = _model(), _inputs()
+    q = quantize_tiny(model, [x])
+    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    shifts = bias_shifts(model, fakes, torch.from_numpy(x))
+    gain = 3 * (STEP - 0.004) * x[:, 1:].mean()  # mean over images, pixels, inputs 1..3
+    np.testing.assert_allclose(shifts["0"], [-gain, gain], rtol=1e-4)
+
+    fp32 = q.run("fp32", x).mean(axis=(0, 2, 3))
+    plain = q.run("int8", x).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(fp32 - plain, [-gain, gain], rtol=1e-3)
+    q.int8_mod = rewrite(q.fp32_mod, corrected(q.plans, q.layers, shifts))
+    fixed = q.run("int8", x).mean(axis=(0, 2, 3))
+    rescale = STEP / 255  # s_x * s_w: the int32 step the shift is rounded to
+    assert np.abs(fixed - fp32).max() <= rescale / 2 + 1e-6
+    assert gain > 100 * rescale  # the shift was large against that rounding
+
+
+def test_every_quantized_layer_gets_a_shift_per_output_channel():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5))
+    x = np.random.default_rng(1).standard_normal((4, 3, 6, 6)).astype(np.float32)
+    q = quantize_tiny(model.eval(), [x])
+    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    shifts = bias_shifts(model, fakes, torch.from_numpy(x))
+    assert {k: v.shape for k, v in shifts.items()} == {"0": (6,), "3": (5,)}
+    plans = corrected(q.plans, q.layers, shifts)
+    assert all(p.bias_shift is shifts[la.name] for p, la in zip(plans, q.layers, strict=True))
+    with pytest.raises(KeyError):
+        corrected(q.plans, q.layers, {})
