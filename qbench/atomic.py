@@ -70,7 +70,8 @@ def _umask_mode(mode):
 
 
 def write_folder(path, files):
-    """Create the folder ``path`` holding ``files`` (name -> text) all at once.
+    """Create the folder ``path`` holding ``files`` (name -> text, or bytes for a binary
+    file such as a PNG) all at once.
 
     The files are written into a temporary sibling folder that is then renamed, so the
     folder appears complete or not at all. When ``path`` exists, ``-2``, ``-3``, ... is
@@ -83,8 +84,11 @@ def write_folder(path, files):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
-        for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
+        for name, content in files.items():
+            if isinstance(content, bytes):
+                (tmp / name).write_bytes(content)
+            else:
+                (tmp / name).write_text(content, encoding="utf-8")
             (tmp / name).chmod(_umask_mode(0o666))
         tmp.chmod(_umask_mode(0o777))
         final, n = path, 1

@@ -417,9 +417,9 @@ def _diagnose(args):
     if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
         raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
     opts = _options(args)
-    report = run_diagnose(opts, target, args.holdout_size)
+    report, pngs = run_diagnose(opts, target, args.holdout_size)
     with stage("report"):
-        out = write_diagnosis(report, opts.reports_dir)
+        out = write_diagnosis(report, opts.reports_dir, pngs)
     print("\n".join(summary(report)))
     print(sensitive_table(report))
     print(f"\nreports: {out / 'diagnose.md'}  {out / 'diagnose.json'}")

@@ -14,6 +14,7 @@ from qbench.cli import main
 from qbench.data import holdout, split
 from qbench.diagnose.analysis import as_rows, diagnose, fallback
 from qbench.diagnose.fakequant import fake_layers
+from qbench.diagnose.plots import input_histograms
 from qbench.errors import UserError
 from qbench.quantize.params import activation_params, quantize_weight
 from qbench.quantize.rewrite import LayerPlan
@@ -161,6 +162,9 @@ def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path
     latency = report["fallback"]["latency_ms"]
     assert set(latency) == {"all_int8", "with_fallback"} and min(latency.values()) > 0
     assert (folder / "diagnose.md").read_text().count("\n| 2 ") >= 2  # in both tables
+    assert report["plots"][0] == "hist-1-2.png" and len(report["plots"]) == 3
+    for png in report["plots"]:
+        assert (folder / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     skip = folder / "skip_layers.txt"
     assert skip.read_text().splitlines()[1:] == report["fallback"]["kept_fp32"]
     main(["run", *common, "--skip-layers", f"@{skip}", "--repeat", "20"])
@@ -185,3 +189,12 @@ def test_holdout_is_disjoint_from_calibration_and_evaluation():
     assert len(set(held)) == 20 and not set(held) & (set(chosen.calib) | set(chosen.eval))
     with pytest.raises(UserError, match=r"--holdout-size 21: .* valid: 1..20"):
         holdout(images, chosen, 21, seed=3)
+
+
+def test_input_histograms_count_every_input_value_within_the_shown_span(bad):
+    model, fakes, batches = bad
+    hists = input_histograms(model, fakes, batches, ["2"])
+    counts, edges = hists["2"]
+    conv_input = torch.relu(torch.cat([model[0](x) for x in batches])).detach()
+    assert counts.sum() == conv_input.numel()
+    assert edges[0] <= float(conv_input.min()) and edges[-1] >= float(conv_input.max())

@@ -1,6 +1,7 @@
 """``qbench diagnose``: prepare a run, diagnose its INT8 layers, optionally pick an FP32
 fallback, and write the diagnosis report."""
 
+import re
 import time
 from dataclasses import replace
 
@@ -14,6 +15,8 @@ from ..quantize.rewrite import rewrite
 from ..runners import TVMRunner
 from .analysis import as_rows, diagnose, fallback, to_batches
 from .fakequant import fake_layers
+from .plots import histogram_png, input_histograms
+from .report import TOP
 
 
 def run_diagnose(opts, accuracy_target=None, holdout_size=64):
@@ -29,7 +32,8 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
         holdout_size: images for the fallback (``data.holdout``).
 
     Returns:
-        dict: the diagnosis report (``report.write_diagnosis`` writes it).
+        (report, pngs): the diagnosis report dict and {file name: PNG bytes} of the input
+        histograms of the most sensitive layers (``report.write_diagnosis`` writes both).
     Raises:
         UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
     """
@@ -72,8 +76,27 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
         with stage("latency cost") as st:
             report["fallback"]["latency_ms"] = latency_cost(ctx, fb.kept)
             st.note = "TVM INT8 with and without the FP32 layers"
+    with stage("plots") as st:
+        pngs = _plots(module, fakes, batches, report)
+        st.note = f"input histograms of the {len(pngs)} most sensitive layers"
+    report["plots"] = list(pngs)
     report["wall_s"] = time.time() - started
-    return report
+    return report, pngs
+
+
+def _plots(module, fakes, batches, report):
+    """{file name: PNG bytes} of the input histogram of each of the ``TOP`` most sensitive
+    layers (``hist-<rank>-<layer>.png``)."""
+    names = report["ranking"][:TOP]
+    hists = input_histograms(module, fakes, batches, names)
+    by_name = {f.name: f for f in fakes}
+    clipped = {r["layer"]: r["clipped_fraction"] for r in report["layers"]}
+    pngs = {}
+    for rank, name in enumerate(names, 1):
+        f = by_name[name]
+        png = histogram_png(name, *hists[name], f.lo, f.hi, clipped[name])
+        pngs[f"hist-{rank}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"] = png
+    return pngs
 
 
 def latency_cost(ctx, kept):

@@ -87,6 +87,7 @@ def summary(report):
 def render_markdown(report):
     parts = [f"# qbench diagnose: {report['model']}", "", *summary(report), ""]
     parts += [f"## The {TOP} most sensitive layers", "", sensitive_table(report), ""]
+    parts += [f"![input histogram]({png})" for png in report.get("plots", [])] + [""]
     parts += ["## Every INT8 layer", "", layer_table(report["layers"]), ""]
     parts += [
         "SQNR dB (INT8 graph): the layer's output with every layer quantized, against FP32. "
@@ -100,12 +101,13 @@ def render_markdown(report):
     return "\n".join(parts)
 
 
-def write_diagnosis(report, root):
-    """Write diagnose.json, diagnose.md (and skip_layers.txt after a fallback) into a new
-    timestamped folder under ``root``; return the folder."""
+def write_diagnosis(report, root, pngs=None):
+    """Write diagnose.json, diagnose.md, the ``pngs`` ({file name: PNG bytes}) and, after a
+    fallback, skip_layers.txt into a new timestamped folder under ``root``; return it."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]).name)
     files = {"diagnose.json": to_json(report), "diagnose.md": render_markdown(report)}
+    files.update(pngs or {})
     if "fallback" in report:
         files["skip_layers.txt"] = skip_file_text(report)
     return write_folder(Path(root) / f"{stamp}-{name}-diagnose", files)
