@@ -237,10 +237,11 @@ def _add_quant_options(r):
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
     r.add_argument(
-        "--bias-correction",
-        action="store_true",
-        help="add to each INT8 layer's output the per-channel mean shift quantization gives "
-        "it on the calibration images (empirical bias correction)",
+        "--no-bias-correction",
+        dest="bias_correction",
+        action="store_false",
+        help="do not add to each INT8 layer's output the per-channel mean shift quantization "
+        "gives it on the calibration images (empirical bias correction, on by default)",
     )
     _add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")

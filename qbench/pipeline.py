@@ -12,6 +12,7 @@ from . import build, data, frontend, graph, targets, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
+from .errors import UserError
 from .kernels import select
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
@@ -21,6 +22,7 @@ from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import Limits, signoff
 
 log = logging.getLogger(__name__)
+BIAS_IMAGES = 64  # calibration images bias correction measures on, in one batch
 
 
 @dataclass
@@ -115,6 +117,7 @@ def prepare(opts):
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
         ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
+        ctx["calibration"]["bias_correction"] = "off"
         if opts.quant.bias_correction:
             ctx["plans"] = _bias_corrected(ctx)
         ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate)
@@ -132,17 +135,24 @@ def prepare(opts):
 
 
 def _bias_corrected(ctx):
-    """The plans with each INT8 layer's output shift measured on the calibration images, in
-    one batch (``quantize.bias``)."""
+    """The plans with each INT8 layer's output shift measured on the first ``BIAS_IMAGES``
+    calibration images, in one batch (``quantize.bias``); the plans unchanged, with a
+    warning, when a layer has no PyTorch module to measure it on."""
     import torch
 
     from .diagnose.fakequant import fake_layers
     from .quantize.bias import bias_shifts, corrected
 
     model, opts = ctx["model"], ctx["opts"]
-    indices = ctx["split"].calib
-    x = np.concatenate([x for x, _ in data.batches(ctx["images"], indices, model.preprocess, 64)])
-    fakes = fake_layers(model.module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
+    try:
+        fakes = fake_layers(model.module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
+    except UserError as e:
+        say(f"WARNING: bias correction skipped: {e}")
+        ctx["calibration"]["bias_correction"] = "skipped (a layer has no PyTorch module)"
+        return ctx["plans"]
+    indices = ctx["split"].calib[:BIAS_IMAGES]
+    ctx["calibration"]["bias_correction"] = f"on ({len(indices)} images)"
+    (x, _), *_ = data.batches(ctx["images"], indices, model.preprocess, len(indices))
     shifts = bias_shifts(model.module, fakes, torch.from_numpy(x))
     return corrected(ctx["plans"], ctx["layers"], shifts)
 

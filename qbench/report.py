@@ -277,7 +277,8 @@ def summary_lines(report):
         f"target: {report['environment']['target']}   threads: "
         f"{report['environment']['threads']}   batch: {report['config']['batch_size']}",
         f"data: {d['source']}{data_note}   calibration: {d['calib_size']} images "
-        f"({report['calibration']['mode']}, cache {cache})"
+        f"({report['calibration']['mode']}, cache {cache}, bias correction "
+        f"{report['calibration'].get('bias_correction', 'off')})"
         f"   evaluation: {d['eval_size']} images",
         f"precision: {report['precision']['integer_ops']}; between layers "
         f"{report['precision']['between_layers']}",

@@ -241,6 +241,7 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
     assert report["graph"]["int8_added_ops"]["relax.quantize"] == 2
     out = capsys.readouterr().out
     assert "TVM INT8" in out and "sign-off:" in out and "SYNTHETIC" in out
+    assert "bias correction on (4 images)" in out
 
 
 def test_exported_program_model_and_calibration_cache(tmp_path):

@@ -29,7 +29,10 @@ class QuantConfig:
         simulate: build the fake-quantized FP32 graph (quantize then dequantize) instead
             of integer conv2d/matmul.
         bias_correction: add to each INT8 layer's output the per-channel mean shift that
-            quantization gives it on the calibration images (``quantize.bias``).
+            quantization gives it on the calibration images (``quantize.bias``). On by
+            default: on efficientnet_lite0 (32 calibration, 218 evaluation sample photos,
+            percentile) it took the accuracy drop from 1.38 to 0.46 points and the logits
+            SQNR from 19.6 to 21.0 dB (top-1 agreement 96.33 to 96.79 %).
         activation_dtype: ``uint8``, affine with a zero point (VNNI multiplies u8 x s8).
         weight_dtype: ``int8``, symmetric, range [-127, 127].
     """
@@ -41,7 +44,7 @@ class QuantConfig:
     skip_layers: tuple = field(default_factory=tuple)
     skip_first: bool = False
     simulate: bool = False
-    bias_correction: bool = False
+    bias_correction: bool = True
     activation_dtype: str = "uint8"
     weight_dtype: str = "int8"
     version: int = CONFIG_VERSION
