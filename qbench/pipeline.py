@@ -135,11 +135,9 @@ def prepare(opts):
 
 
 def _bias_corrected(ctx):
-    """The plans with each INT8 layer's output shift measured on the first ``BIAS_IMAGES``
-    calibration images, in one batch (``quantize.bias``); the plans unchanged, with a
-    warning, when a layer has no PyTorch module to measure it on."""
-    import torch
-
+    """The plans with each INT8 layer's output shift measured on ``bias_images`` in one batch
+    (``quantize.bias``); the plans unchanged, with a warning, when a layer has no PyTorch
+    module to measure it on."""
     from .diagnose.fakequant import fake_layers
     from .quantize.bias import bias_shifts, corrected
 
@@ -150,11 +148,20 @@ def _bias_corrected(ctx):
         say(f"WARNING: bias correction skipped: {e}")
         ctx["calibration"]["bias_correction"] = "skipped (a layer has no PyTorch module)"
         return ctx["plans"]
-    indices = ctx["split"].calib[:BIAS_IMAGES]
-    ctx["calibration"]["bias_correction"] = f"on ({len(indices)} images)"
-    (x, _), *_ = data.batches(ctx["images"], indices, model.preprocess, len(indices))
-    shifts = bias_shifts(model.module, fakes, torch.from_numpy(x))
+    x = bias_images(ctx)
+    ctx["calibration"]["bias_correction"] = f"on ({len(x)} images)"
+    shifts = bias_shifts(model.module, fakes, x)
     return corrected(ctx["plans"], ctx["layers"], shifts)
+
+
+def bias_images(ctx):
+    """The first ``BIAS_IMAGES`` calibration images, preprocessed, in one float32 tensor
+    (N, C, H, W): what bias correction measures on."""
+    import torch
+
+    indices = ctx["split"].calib[:BIAS_IMAGES]
+    (x, _), *_ = data.batches(ctx["images"], indices, ctx["model"].preprocess, len(indices))
+    return torch.from_numpy(x)
 
 
 def _int8_kernels_info(ctx, simulate):

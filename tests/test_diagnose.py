@@ -16,6 +16,7 @@ from qbench.diagnose.analysis import as_rows, diagnose, fallback
 from qbench.diagnose.fakequant import fake_layers
 from qbench.diagnose.plots import input_histograms
 from qbench.errors import UserError
+from qbench.quantize.bias import bias_shifts
 from qbench.quantize.params import activation_params, quantize_weight
 from qbench.quantize.rewrite import LayerPlan
 
@@ -199,3 +200,17 @@ def test_input_histograms_count_every_input_value_within_the_shown_span(bad):
     conv_input = torch.relu(torch.cat([model[0](x) for x in batches])).detach()
     assert counts.sum() == conv_input.numel()
     assert edges[0] <= float(conv_input.min()) and edges[-1] >= float(conv_input.max())
+
+
+def test_bias_shifts_are_measured_for_the_int8_layers_given(bad):
+    """What the fallback re-measures at each step: with layer "2" in FP32, layer "4"'s shift
+    differs from the all-INT8 one, and layer "2" gets none."""
+    model, fakes, batches = bad
+    x = torch.cat(batches)
+    every = bias_shifts(model, fakes, x)
+    with_2_fp32 = bias_shifts(model, fakes, x, active={0, 2})  # layers "0" and "4"
+    assert set(every) == {"0", "2", "4"} and set(with_2_fp32) == {"0", "4"}
+    np.testing.assert_array_equal(every["0"], with_2_fp32["0"])  # upstream of the change
+    assert np.abs(with_2_fp32["4"] - every["4"]).max() > 1e-3
+    fb = fallback(model, fakes, batches, ["2", "0", "4"], target=1.0, bias_x=x)
+    assert fb.reached and fb.steps[0][0] == 0  # bias correction alone repairs this model

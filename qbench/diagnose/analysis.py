@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..quantize.bias import bias_shifts
 from .energy import Energy
 from .fakequant import quantized
 
@@ -145,7 +146,7 @@ class Fallback:
     reached: bool
 
 
-def fallback(model, fakes, batches, ranking, target):
+def fallback(model, fakes, batches, ranking, target, bias_x=None):
     """Keep layers in FP32, most sensitive first, until the top-1 agreement with FP32 on
     ``batches`` reaches ``target`` (a fraction in [0, 1]), or every layer is FP32.
 
@@ -153,6 +154,9 @@ def fallback(model, fakes, batches, ranking, target):
         model, fakes, batches: as ``diagnose``.
         ranking: layer names, most sensitive first (``Diagnosis.ranking``).
         target: the top-1 agreement to reach.
+        bias_x: the images bias correction measures on (``quantize.bias``), or None when it
+            is off; with them, every step re-measures the shifts of its INT8 layers, as the
+            build with those layers in FP32 will.
 
     Returns:
         ``Fallback``.
@@ -163,6 +167,8 @@ def fallback(model, fakes, batches, ranking, target):
     kept, steps = [], []
     for step in range(len(ranking) + 1):
         active = {f.index for f in fakes} - {by_name[n].index for n in kept}
+        if bias_x is not None:
+            bias_shifts(model, fakes, bias_x, active)
         agreement, sqnr = _score(model, fakes, batches, refs, active)
         steps.append((len(kept), agreement, sqnr))
         if agreement >= target or step == len(ranking):

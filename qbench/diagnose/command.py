@@ -8,7 +8,7 @@ from dataclasses import replace
 from .. import build, targets
 from ..compare import latency_stats
 from ..data import holdout
-from ..pipeline import full_batches, prepare
+from ..pipeline import bias_images, full_batches, prepare
 from ..progress import stage
 from ..quantize.plan import make_plans
 from ..quantize.rewrite import rewrite
@@ -62,7 +62,9 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
         held = holdout(ctx["images"], ctx["split"], holdout_size, opts.seed)
         with stage("FP32 fallback") as st:
             held_out = to_batches(ctx["images"], held, model.preprocess, opts.batch_size)
-            fb = fallback(module, fakes, held_out, diagnosis.ranking(), accuracy_target)
+            fb = fallback(
+                module, fakes, held_out, diagnosis.ranking(), accuracy_target, _bias_x(ctx)
+            )
             st.note = f"{len(fb.kept)} layers kept in FP32" + ("" if fb.reached else " (missed)")
         report["fallback"] = {
             "target": accuracy_target,
@@ -129,3 +131,10 @@ def latency_cost(ctx, kept):
             call()
             samples[name].append((time.perf_counter() - start) * 1e3)
     return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}
+
+
+def _bias_x(ctx):
+    """The images bias correction measured on, or None when the plans carry no shifts."""
+    if not any(p.bias_shift is not None for p in ctx["plans"]):
+        return None
+    return bias_images(ctx)

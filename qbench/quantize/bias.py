@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 
-def bias_shifts(model, fakes, x):
-    """Measure every quantized layer's per-channel output shift and set it on its
+def bias_shifts(model, fakes, x, active=None):
+    """Measure each quantized layer's per-channel output shift and set it on its
     ``FakeLayer`` (``shift``).
 
     Args:
@@ -27,6 +27,8 @@ def bias_shifts(model, fakes, x):
         fakes: its ``diagnose.fakequant.FakeLayer`` list (graph order).
         x: the calibration images, float32 tensor (N, C, H, W), all in one batch, so that each
             layer's shift is known before any later layer sees the data.
+        active: indices of the layers in INT8 (default: all of ``fakes``); the others run
+            FP32 and keep their ``shift``.
 
     Returns:
         dict layer name -> float64 array (C_out,): FP32 mean minus INT8 mean, in the
@@ -38,9 +40,10 @@ def bias_shifts(model, fakes, x):
         with quantized(model, fakes, set()) as (run, seen):
             run(x)
             means = {name: channel_mean(out) for name, (_, out) in seen.items()}
-        with quantized(model, fakes, {f.index for f in fakes}, measure=means) as (run, _):
+        every = {f.index for f in fakes} if active is None else active
+        with quantized(model, fakes, every, measure=means) as (run, _):
             run(x)
-    return {f.name: f.shift.numpy().astype(np.float64) for f in fakes}
+    return {f.name: f.shift.numpy().astype(np.float64) for f in fakes if f.index in every}
 
 
 def corrected(plans, layers, shifts):
