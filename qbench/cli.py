@@ -417,8 +417,10 @@ def _diagnose(args):
     target = args.accuracy_target
     if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
         raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
+    if args.holdout_size < 1:
+        raise UserError(f"--holdout-size {args.holdout_size}: must be >= 1")
     opts = _options(args)
-    report, pngs = run_diagnose(opts, target, args.holdout_size)
+    report, pngs = run_diagnose(opts, target)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir, pngs)
     print("\n".join(summary(report)))

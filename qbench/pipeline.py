@@ -83,7 +83,10 @@ def prepare(opts):
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
         split = data.split(images, opts.calib_size, opts.eval_size, opts.seed)
-        data.check_decodable(images, split.calib + split.eval)
+        held = (
+            data.holdout(images, split, opts.holdout_size, opts.seed) if opts.holdout_size else ()
+        )
+        data.check_decodable(images, split.calib + split.eval + held)
         st.note = f"{images.name}: {len(split.calib)} calibration, {len(split.eval)} evaluation"
     with stage("load model") as st:
         model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
@@ -104,6 +107,7 @@ def prepare(opts):
         "model": model,
         "images": images,
         "split": split,
+        "holdout": held,
         "target": target,
         "imported": imported,
         "layers": layers,

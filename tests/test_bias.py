@@ -62,3 +62,28 @@ def test_every_quantized_layer_gets_a_shift_per_output_channel():
     assert all(p.bias_shift is shifts[la.name] for p, la in zip(plans, q.layers, strict=True))
     with pytest.raises(KeyError):
         corrected(q.plans, q.layers, {})
+
+
+def test_the_shift_of_a_conv_followed_by_batchnorm_is_in_the_folded_graph_units():
+    """BatchNorm (factor 0.01 on channel 0, -3 on channel 1) is folded into the INT8 graph's
+    conv: the shift measured on the PyTorch conv must be scaled by the same factor."""
+    model = _model()
+    bn = nn.BatchNorm2d(2).eval()
+    with torch.no_grad():
+        bn.running_mean.zero_()
+        bn.running_var.fill_(1.0 - bn.eps)  # sqrt(var + eps) = 1
+        bn.weight.copy_(torch.tensor([0.01, -3.0]))
+        bn.bias.copy_(torch.tensor([0.5, 0.25]))
+    model = nn.Sequential(model[0], bn).eval()
+    x = _inputs()
+    q = quantize_tiny(model, [x])
+    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    np.testing.assert_allclose(fakes[0].fold_scale, [0.01, -3.0], rtol=1e-5)
+    shifts = bias_shifts(model, fakes, torch.from_numpy(x))
+    gain = 3 * (STEP - 0.004) * x[:, 1:].mean()
+    np.testing.assert_allclose(shifts["0"], [-gain * 0.01, gain * -3.0], rtol=1e-3)
+    fp32 = q.run("fp32", x).mean(axis=(0, 2, 3))
+    q.int8_mod = rewrite(q.fp32_mod, corrected(q.plans, q.layers, shifts))
+    fixed = q.run("int8", x).mean(axis=(0, 2, 3))
+    steps = np.abs([0.01, -3.0]) * STEP / 255  # the folded rescale, per channel
+    assert (np.abs(fixed - fp32) <= steps / 2 + 1e-5).all()

@@ -59,7 +59,7 @@ def _plans(model, names, x):
     layers, plans = [], []
     for i, n in enumerate(names):
         w = model.get_submodule(n).weight.detach().numpy()
-        layers.append(SimpleNamespace(index=i, name=n))
+        layers.append(SimpleNamespace(index=i, name=n, weight=w, channel_axis=0))
         plans.append(LayerPlan(activation_params(*ranges[n]), quantize_weight(w, 0, True)))
     return layers, plans
 
@@ -214,3 +214,25 @@ def test_bias_shifts_are_measured_for_the_int8_layers_given(bad):
     assert np.abs(with_2_fp32["4"] - every["4"]).max() > 1e-3
     fb = fallback(model, fakes, batches, ["2", "0", "4"], target=1.0, bias_x=x)
     assert fb.reached and fb.steps[0][0] == 0  # bias correction alone repairs this model
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--holdout-size", "0"], "--holdout-size 0: must be >= 1"),
+        (["--holdout-size", "3"], "--holdout-size 3: --data"),
+    ],
+)
+def test_bad_holdout_size_exits_2_before_calibration(tmp_path, capsys, args, text):
+    from PIL import Image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(10):
+        Image.new("RGB", (40, 40), (20 * i, 100, 50)).save(folder / f"{i}.png")
+    common = ["--model", "resnet18", "--data", str(folder), "--calib-size", "4"]
+    common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r")]
+    common += ["--cache-dir", str(tmp_path / "c"), "--accuracy-target", "0.9"]
+    code = main(["diagnose", *common, *args])
+    err = capsys.readouterr().err
+    assert code == 2 and text in err and "calibration:" not in err

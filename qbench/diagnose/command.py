@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from .. import build, targets
 from ..compare import latency_stats
-from ..data import holdout
 from ..pipeline import bias_images, full_batches, prepare
 from ..progress import stage
 from ..quantize.plan import make_plans
@@ -19,9 +18,9 @@ from .plots import histogram_png, input_histograms
 from .report import TOP
 
 
-def run_diagnose(opts, accuracy_target=None, holdout_size=64):
+def run_diagnose(opts, accuracy_target=None):
     """Calibrate and plan as ``qbench run`` does, then diagnose every INT8 layer on the
-    calibration images; the fallback is judged on ``holdout_size`` held-out images. Neither
+    calibration images; the fallback is judged on ``opts.holdout_size`` held-out images. Neither
     touches the evaluation images, which stay unbiased for a ``qbench run`` with the same
     data, sizes and seed.
 
@@ -29,7 +28,6 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
         opts: ``pipeline.RunOptions``.
         accuracy_target: top-1 agreement with FP32 to reach by keeping layers in FP32, a
             fraction in [0, 1], or None for no fallback.
-        holdout_size: images for the fallback (``data.holdout``).
 
     Returns:
         (report, pngs): the diagnosis report dict and {file name: PNG bytes} of the input
@@ -40,7 +38,7 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
     started = time.time()
     ctx = prepare(opts)
     model = ctx["model"]
-    module = model.module.eval()
+    module = model.module  # in eval mode: the frontend checked it
     fakes = fake_layers(module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
     indices = ctx["split"].calib
     with stage("diagnose") as st:
@@ -59,7 +57,7 @@ def run_diagnose(opts, accuracy_target=None, holdout_size=64):
         "ranking": diagnosis.ranking(),
     }
     if accuracy_target is not None:
-        held = holdout(ctx["images"], ctx["split"], holdout_size, opts.seed)
+        held = ctx["holdout"]
         with stage("FP32 fallback") as st:
             held_out = to_batches(ctx["images"], held, model.preprocess, opts.batch_size)
             fb = fallback(

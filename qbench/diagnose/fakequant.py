@@ -34,7 +34,10 @@ class FakeLayer:
             outside the grid's ends), in the input's units.
         weight_q: the dequantized int8 weight, float32, the module weight's shape.
         shift: float32 (C_out,) added to the quantized output (bias correction, see
-            ``quantize.bias``), or None.
+            ``quantize.bias``), or None; in the units of this module's output.
+        fold_scale: float64 (C_out,): the INT8 graph's output per unit of this module's
+            output, per channel (the BatchNorm factor gamma / sqrt(var + eps) folded into
+            the graph's weight; 1 without one).
     """
 
     index: int
@@ -45,6 +48,7 @@ class FakeLayer:
     lo: float
     hi: float
     weight_q: torch.Tensor
+    fold_scale: np.ndarray
     shift: torch.Tensor = None
 
     def quantize_input(self, x):
@@ -92,11 +96,34 @@ def fake_layers(module, layers, plans, per_channel):
         lo = (-0.5 - act.zero_point) * act.scale
         hi = (UINT8_MAX + 0.5 - act.zero_point) * act.scale
         weight_q = torch.from_numpy(qw.q.astype(np.float32) * scale)
-        fake = FakeLayer(layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q)
-        if plan.bias_shift is not None:
-            fake.shift = torch.from_numpy(np.asarray(plan.bias_shift, np.float32))
+        fold = fold_scale(layer, w)
+        fake = FakeLayer(
+            layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q, fold
+        )
+        if plan.bias_shift is not None:  # graph units -> this module's units
+            own = np.divide(plan.bias_shift, fold, out=np.zeros_like(fold), where=fold != 0)
+            fake.shift = torch.from_numpy(own.astype(np.float32))
         out.append(fake)
     return out
+
+
+def fold_scale(layer, module_weight):
+    """Per output channel, the factor g with graph weight = g * module weight (least
+    squares over the channel's weights): the folded BatchNorm's gamma / sqrt(var + eps), or 1.
+
+    Args:
+        layer: the ``graph.Layer`` (its weight as the INT8 graph holds it: conv2d (O, I, kH,
+            kW), matmul (K, M)).
+        module_weight: the module's weight, (O, ...) for both conv2d and Linear.
+
+    Returns:
+        float64 (C_out,); 0 where the module's channel is all zero.
+    """
+    graph_w = np.moveaxis(np.asarray(layer.weight, np.float64), layer.channel_axis, 0)
+    own = np.asarray(module_weight, np.float64).reshape(len(graph_w), -1)
+    graph_w = graph_w.reshape(len(graph_w), -1)
+    norm = (own * own).sum(axis=1)
+    return np.divide((graph_w * own).sum(axis=1), norm, out=np.zeros_like(norm), where=norm > 0)
 
 
 def _module(model, name):
@@ -106,9 +133,10 @@ def _module(model, name):
         sub = None
     if not isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
         raise UserError(
-            f"diagnose: layer {name!r} is not an nn.Conv2d or nn.Linear of the model; "
-            "per-layer diagnosis needs each quantized layer's PyTorch module "
-            "(registry models and FILE.py:FUNCTION models have them, .pt2 files do not)"
+            f"layer {name!r} is not an nn.Conv2d or nn.Linear of the model; per-layer fake "
+            "quantization (qbench diagnose, bias correction) needs each quantized layer's "
+            "PyTorch module (registry models and FILE.py:FUNCTION models without functional "
+            "convs have them, .pt2 files do not)"
         )
     return sub
 

@@ -14,7 +14,6 @@ s_x * s_w), so it costs no operation.
 
 from dataclasses import replace
 
-import numpy as np
 import torch
 
 
@@ -31,8 +30,8 @@ def bias_shifts(model, fakes, x, active=None):
             FP32 and keep their ``shift``.
 
     Returns:
-        dict layer name -> float64 array (C_out,): FP32 mean minus INT8 mean, in the
-        output's units.
+        dict layer name -> float64 array (C_out,): FP32 mean minus INT8 mean, in the INT8
+        graph's units (the module's, times the folded BatchNorm factor ``fold_scale``).
     """
     from ..diagnose.fakequant import channel_mean, quantized
 
@@ -43,7 +42,7 @@ def bias_shifts(model, fakes, x, active=None):
         every = {f.index for f in fakes} if active is None else active
         with quantized(model, fakes, every, measure=means) as (run, _):
             run(x)
-    return {f.name: f.shift.numpy().astype(np.float64) for f in fakes if f.index in every}
+    return {f.name: f.shift.numpy() * f.fold_scale for f in fakes if f.index in every}
 
 
 def corrected(plans, layers, shifts):
