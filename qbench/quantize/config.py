@@ -31,8 +31,8 @@ class QuantConfig:
         bias_correction: add to each INT8 layer's output the per-channel mean shift that
             quantization gives it on the calibration images (``quantize.bias``). On by
             default: on efficientnet_lite0 (32 calibration, 218 evaluation sample photos,
-            percentile) it took the accuracy drop from 1.38 to 0.46 points and the logits
-            SQNR from 19.6 to 21.0 dB (top-1 agreement 96.33 to 96.79 %).
+            percentile) it took the top-1 agreement from 96.33 to 98.17 %, the accuracy drop
+            from 1.38 to 0.46 points and the logits SQNR from 19.6 to 23.5 dB.
         activation_dtype: ``uint8``, affine with a zero point (VNNI multiplies u8 x s8).
         weight_dtype: ``int8``, symmetric, range [-127, 127].
     """
