@@ -96,6 +96,7 @@ def _parser():
         "run", "calibrate, quantize to INT8, build FP32 and INT8, compare with PyTorch, report"
     )
     _add_run_options(r)
+    _add_fallback_options(r)
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
     t = command(
         "tune",
@@ -110,20 +111,7 @@ def _parser():
         "--accuracy-target, the layers to keep in FP32 (a file for --skip-layers @FILE)",
     )
     _add_run_options(d)
-    d.add_argument(
-        "--accuracy-target",
-        type=float,
-        help="keep the most sensitive layers in FP32 until the top-1 agreement with FP32 on "
-        "the --holdout-size images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
-        "fallback)",
-    )
-    d.add_argument(
-        "--holdout-size",
-        type=int,
-        default=64,
-        help="images the fallback is judged on: the last of the seed's order, never among the "
-        "calibration or evaluation images of a run with the same sizes and seed",
-    )
+    _add_fallback_options(d)
     la = command(
         "layers",
         "list a model's quantizable layers (index, name, shape, INT8 or FP32) without "
@@ -136,6 +124,33 @@ def _parser():
         "--reports-dir", default="reports", help="folder searched for the last report of each model"
     )
     return p
+
+
+def _add_fallback_options(r):
+    """``--accuracy-target`` and ``--holdout-size`` (run and diagnose)."""
+    r.add_argument(
+        "--accuracy-target",
+        type=float,
+        help="keep the most sensitive layers in FP32 until the top-1 agreement with FP32 on "
+        "the --holdout-size images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
+        "fallback)",
+    )
+    r.add_argument(
+        "--holdout-size",
+        type=int,
+        default=64,
+        help="images the fallback is judged on: the last of the seed's order, never among the "
+        "calibration or evaluation images of a run with the same sizes and seed",
+    )
+
+
+def _check_fallback_args(args):
+    """Raises UserError: a bad ``--accuracy-target`` or ``--holdout-size``."""
+    target = getattr(args, "accuracy_target", None)
+    if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
+        raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
+    if getattr(args, "holdout_size", 1) < 1:
+        raise UserError(f"--holdout-size {args.holdout_size}: must be >= 1")
 
 
 def _add_model_options(r):
@@ -390,8 +405,11 @@ def _options(args):
     tune = {"tune_trials": args.trials if getattr(args, "tune", False) else 0}
     tune["time_budget_min"] = args.time_budget
     tune["tune_graphs"] = tuple(g for g in ("fp32", "int8") if g in args.tune_graphs.split(","))
-    wants_holdout = getattr(args, "accuracy_target", None) is not None
-    tune["holdout_size"] = args.holdout_size if wants_holdout else 0
+    _check_fallback_args(args)
+    target = getattr(args, "accuracy_target", None)
+    tune["holdout_size"] = args.holdout_size if target is not None else 0
+    if args.command == "run":
+        tune["accuracy_target"] = target
     return RunOptions(quant=quant, **tune, **{f: getattr(args, f) for f in fields})
 
 
@@ -414,13 +432,8 @@ def _diagnose(args):
     from .diagnose.report import sensitive_table, summary, write_diagnosis
     from .progress import stage
 
-    target = args.accuracy_target
-    if target is not None and not (math.isfinite(target) and 0 <= target <= 1):
-        raise UserError(f"--accuracy-target {target}: must be a finite number in [0, 1]")
-    if args.holdout_size < 1:
-        raise UserError(f"--holdout-size {args.holdout_size}: must be >= 1")
     opts = _options(args)
-    report, pngs = run_diagnose(opts, target)
+    report, pngs = run_diagnose(opts, args.accuracy_target)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir, pngs)
     print("\n".join(summary(report)))

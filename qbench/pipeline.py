@@ -3,7 +3,7 @@
 import logging
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from tqdm import tqdm
@@ -61,7 +61,8 @@ class RunOptions:
     tune_trials: int = 0
     time_budget_min: float = None
     tune_graphs: tuple = ("fp32", "int8")
-    holdout_size: int = 0  # images beyond calibration and evaluation (``qbench diagnose``)
+    holdout_size: int = 0  # images beyond calibration and evaluation (the fallback's)
+    accuracy_target: float = None  # top-1 agreement the FP32 fallback must reach, or None
     quant: QuantConfig = field(default_factory=QuantConfig)
 
 
@@ -120,13 +121,7 @@ def prepare(opts):
         st.note = "cache hit" if cal["cache_hit"] else miss
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
-        ctx["plans"] = make_plans(layers, ctx["ranges"], opts.quant)
-        ctx["calibration"]["bias_correction"] = "off"
-        if opts.quant.bias_correction:
-            ctx["plans"] = _bias_corrected(ctx)
-        ctx["int8_mod"] = rewrite(imported.mod, ctx["plans"], opts.quant.simulate)
-        ctx["int8_kernels"] = _int8_kernels_info(ctx, opts.quant.simulate)
-        st.note = f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
+        st.note = _int8_rewrite(ctx)
     no_fast_path = ctx["int8_kernels"]["cpu_class"] == select.NO_FAST_PATH
     if no_fast_path and not opts.quant.simulate:
         say(
@@ -136,6 +131,34 @@ def prepare(opts):
             "schedules and will likely be slower than FP32"
         )
     return ctx
+
+
+def _int8_rewrite(ctx):
+    """Plan every layer with ``ctx["opts"].quant``, bias-correct, rewrite the INT8 graph and
+    describe its kernels (sets ``plans``, ``int8_mod``, ``int8_kernels``); returns a note."""
+    quant, layers = ctx["opts"].quant, ctx["layers"]
+    ctx["plans"] = make_plans(layers, ctx["ranges"], quant)
+    ctx["calibration"]["bias_correction"] = "off"
+    if quant.bias_correction:
+        ctx["plans"] = _bias_corrected(ctx)
+    ctx["int8_mod"] = rewrite(ctx["imported"].mod, ctx["plans"], quant.simulate)
+    ctx["int8_kernels"] = _int8_kernels_info(ctx, quant.simulate)
+    return f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
+
+
+def _with_fallback(ctx):
+    """Diagnose, choose the FP32 fallback for ``opts.accuracy_target`` (``qbench
+    diagnose``'s), and rewrite the INT8 graph with those layers in FP32 (sets
+    ``diagnosis``)."""
+    from .diagnose.command import diagnose_ctx
+
+    opts = ctx["opts"]
+    ctx["diagnosis"], _ = diagnose_ctx(ctx, opts.accuracy_target, plots=False)
+    kept = tuple(ctx["diagnosis"]["fallback"]["kept_fp32"])
+    if kept:
+        ctx["opts"] = replace(opts, quant=replace(opts.quant, fallback_layers=kept))
+        with stage("INT8 rewrite with the fallback") as st:
+            st.note = _int8_rewrite(ctx)
 
 
 def _bias_corrected(ctx):
@@ -199,6 +222,9 @@ def run(opts):
 
     started = time.time()
     ctx = prepare(opts)
+    if opts.accuracy_target is not None:
+        _with_fallback(ctx)
+        opts = ctx["opts"]
     if opts.tune_trials:
         with stage("tuning"):
             tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)

@@ -98,6 +98,7 @@ def build_report(ctx, results, wall_s):
         "graph": _graph(ctx["imported"].mod, ctx["int8_mod"]),
         "int8_kernels": ctx["int8_kernels"],
         "results": results,
+        "diagnosis": ctx.get("diagnosis"),
         "wall_time_s": round(wall_s, 2),
     }
 
@@ -435,7 +436,7 @@ def layers_preview_table(layers, reasons, fmt):
 def render_console(report):
     return "\n\n".join(
         [
-            "\n".join(summary_lines(report)),
+            "\n".join(summary_lines(report) + _fallback_lines(report)),
             latency_table(report, "simple"),
             accuracy_table(report, "simple"),
             signoff_table(report, "simple"),
@@ -455,10 +456,27 @@ def render_markdown(report):
         signoff_table(report, "github"),
         "## Layers",
         layer_table(report, "github"),
+        *_diagnosis_parts(report),
         environment_line(report["environment"]),
         f"Wall time: {report['wall_time_s']} s",
     ]
     return "\n\n".join(parts) + "\n"
+
+
+def _fallback_lines(report):
+    from .diagnose.report import summary
+
+    return summary(report["diagnosis"])[1:] if report.get("diagnosis") else []
+
+
+def _diagnosis_parts(report):
+    """The Markdown of ``--accuracy-target``'s diagnosis and fallback, if the run had one."""
+    from .diagnose.report import sensitive_table, summary
+
+    if not report.get("diagnosis"):
+        return []
+    lines = "\n".join(f"- {line}" for line in summary(report["diagnosis"]))
+    return ["## Diagnosis and FP32 fallback", lines, sensitive_table(report["diagnosis"])]
 
 
 def write_reports(report, root="reports"):

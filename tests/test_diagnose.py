@@ -84,6 +84,19 @@ def _sqnr(ref, out):
     return 10 * math.log10((ref**2).sum() / ((ref - out) ** 2).sum())
 
 
+def _bad_layer_file(tmp_path):
+    """A FILE.py whose ``build`` returns ``_bad_layer_model``, for the command line."""
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_diagnose import _bad_layer_model\n\n"
+        "def build():\n"
+        "    return _bad_layer_model(), (3, 12, 12)\n"
+    )
+    return path
+
+
 NAMES = ["0", "2", "4"]
 
 
@@ -142,14 +155,7 @@ def test_ranking_puts_the_bad_layer_first_and_fallback_picks_it(bad):
 
 def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path, capsys, bad):
     """End to end on a user model file: diagnose, fallback, then run --skip-layers @FILE."""
-    model_file = tmp_path / "bad.py"
-    model_file.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from test_diagnose import _bad_layer_model\n\n"
-        "def build():\n"
-        "    return _bad_layer_model(), (3, 12, 12)\n"
-    )
+    model_file = _bad_layer_file(tmp_path)
     common = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "16"]
     common += ["--eval-size", "8", "--calib-mode", "max", "--cache-dir", str(tmp_path / "c")]
     # without bias correction, which would turn the crushed layer's output into its mean
@@ -236,3 +242,20 @@ def test_bad_holdout_size_exits_2_before_calibration(tmp_path, capsys, args, tex
     code = main(["diagnose", *common, *args])
     err = capsys.readouterr().err
     assert code == 2 and text in err and "calibration:" not in err
+
+
+def test_run_with_accuracy_target_keeps_the_bad_layer_in_fp32(tmp_path, capsys):
+    model_file = _bad_layer_file(tmp_path)
+    args = ["run", "--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "16"]
+    args += ["--eval-size", "8", "--calib-mode", "max", "--cache-dir", str(tmp_path / "c")]
+    args += ["--reports-dir", str(tmp_path / "r"), "--no-bias-correction", "--repeat", "20"]
+    main([*args, "--accuracy-target", "1.0", "--holdout-size", "16"])
+    out = capsys.readouterr().out
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    kept = report["diagnosis"]["fallback"]["kept_fp32"]
+    assert kept[0] == "2" and report["config"]["quant"]["fallback_layers"] == kept
+    reasons = {la["name"]: la["reason"] for la in report["layers"]}
+    assert all("--accuracy-target fallback" in reasons[name] for name in kept)
+    assert "FP32 fallback for top-1 agreement >= 1.0" in out
+    assert "## Diagnosis and FP32 fallback" in (folder / "report.md").read_text()

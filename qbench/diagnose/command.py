@@ -36,8 +36,16 @@ def run_diagnose(opts, accuracy_target=None):
         UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
     """
     started = time.time()
-    ctx = prepare(opts)
-    model = ctx["model"]
+    report, pngs = diagnose_ctx(prepare(opts), accuracy_target)
+    report["wall_s"] = time.time() - started
+    return report, pngs
+
+
+def diagnose_ctx(ctx, accuracy_target=None, plots=True):
+    """``run_diagnose`` on a prepared run context (``pipeline.prepare``); without ``plots``
+    the PNGs are not made (``{}``)."""
+    started = time.time()
+    opts, model = ctx["opts"], ctx["model"]
     module = model.module  # in eval mode: the frontend checked it
     fakes = fake_layers(module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
     indices = ctx["split"].calib
@@ -76,9 +84,11 @@ def run_diagnose(opts, accuracy_target=None):
         with stage("latency cost") as st:
             report["fallback"]["latency_ms"] = latency_cost(ctx, fb.kept)
             st.note = "TVM INT8 with and without the FP32 layers"
-    with stage("plots") as st:
-        pngs = _plots(module, fakes, batches, report)
-        st.note = f"input histograms of the {len(pngs)} most sensitive layers"
+    pngs = {}
+    if plots:
+        with stage("plots") as st:
+            pngs = _plots(module, fakes, batches, report)
+            st.note = f"input histograms of the {len(pngs)} most sensitive layers"
     report["plots"] = list(pngs)
     report["wall_s"] = time.time() - started
     return report, pngs

@@ -23,6 +23,7 @@ class QuantConfig:
         global_scale: for ``global_scale``, the clip range [-s, s], s > 0.
         per_channel: per-output-channel symmetric int8 weight scales (else per-tensor).
         skip_layers: layer indices (int) or source names (str) kept in FP32.
+        fallback_layers: source names kept in FP32 by the ``--accuracy-target`` fallback.
         skip_first: keep the first conv2d in FP32 (Relay's default). Off by default: on
             efficientnet_lite0 (100 sample photos) quantizing it cost 0.17 dB of logit SQNR and
             no top-1 agreement, and in FP32 it was 8.4 of resnet18's 12.2 ms INT8 batch-1 latency.
@@ -42,6 +43,7 @@ class QuantConfig:
     global_scale: float = 8.0
     per_channel: bool = True
     skip_layers: tuple = field(default_factory=tuple)
+    fallback_layers: tuple = field(default_factory=tuple)
     skip_first: bool = False
     simulate: bool = False
     bias_correction: bool = True
@@ -64,10 +66,12 @@ class QuantConfig:
     def to_dict(self):
         d = asdict(self)
         d["skip_layers"] = list(self.skip_layers)
+        d["fallback_layers"] = list(self.fallback_layers)
         return d
 
     @classmethod
     def from_dict(cls, d):
         d = dict(d)
         d["skip_layers"] = tuple(d.get("skip_layers", ()))
+        d["fallback_layers"] = tuple(d.get("fallback_layers", ()))
         return cls(**d)

@@ -105,6 +105,8 @@ def overflow_reason(q, channel_axis):
 def _skip_reason(layer, config, first_conv):
     if layer.index in config.skip_layers or layer.name in config.skip_layers:
         return "skipped by --skip-layers"
+    if layer.name in config.fallback_layers:
+        return "kept in FP32 by the --accuracy-target fallback"
     if config.skip_first and layer.index == first_conv:
         return "first conv kept in FP32 (--keep-first-fp32, as Relay's skip_conv_layers)"
     return ""
