@@ -408,8 +408,7 @@ def _options(args):
     _check_fallback_args(args)
     target = getattr(args, "accuracy_target", None)
     tune["holdout_size"] = args.holdout_size if target is not None else 0
-    if args.command == "run":
-        tune["accuracy_target"] = target
+    tune["accuracy_target"] = target
     return RunOptions(quant=quant, **tune, **{f: getattr(args, f) for f in fields})
 
 
@@ -433,7 +432,7 @@ def _diagnose(args):
     from .progress import stage
 
     opts = _options(args)
-    report, pngs = run_diagnose(opts, args.accuracy_target)
+    report, pngs = run_diagnose(opts)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir, pngs)
     print("\n".join(summary(report)))

@@ -213,11 +213,6 @@ def as_rows(diagnosis):
     return rows
 
 
-def worst(rows, key, n=5):
-    """The ``n`` rows with the smallest ``key``."""
-    return sorted(rows, key=lambda r: r[key])[:n]
-
-
 def to_batches(images, indices, preprocess, batch_size):
     """Preprocessed float32 tensors (N, C, H, W) of ``indices``, in batches."""
     from ..data import batches

@@ -18,16 +18,16 @@ from .plots import histogram_png, input_histograms
 from .report import TOP
 
 
-def run_diagnose(opts, accuracy_target=None):
+def run_diagnose(opts):
     """Calibrate and plan as ``qbench run`` does, then diagnose every INT8 layer on the
     calibration images; the fallback is judged on ``opts.holdout_size`` held-out images. Neither
     touches the evaluation images, which stay unbiased for a ``qbench run`` with the same
     data, sizes and seed.
 
     Args:
-        opts: ``pipeline.RunOptions``.
-        accuracy_target: top-1 agreement with FP32 to reach by keeping layers in FP32, a
-            fraction in [0, 1], or None for no fallback.
+        opts: ``pipeline.RunOptions``; its ``accuracy_target`` (top-1 agreement with FP32 to
+            reach by keeping layers in FP32, a fraction in [0, 1], or None) asks for the
+            fallback.
 
     Returns:
         (report, pngs): the diagnosis report dict and {file name: PNG bytes} of the input
@@ -36,7 +36,7 @@ def run_diagnose(opts, accuracy_target=None):
         UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
     """
     started = time.time()
-    report, pngs = diagnose_ctx(prepare(opts), accuracy_target)
+    report, pngs = diagnose_ctx(prepare(opts), opts.accuracy_target)
     report["wall_s"] = time.time() - started
     return report, pngs
 
@@ -118,7 +118,7 @@ def latency_cost(ctx, kept):
         dict: ``all_int8`` and ``with_fallback``, ms.
     """
     opts, target = ctx["opts"], ctx["target"]
-    quant = replace(opts.quant, skip_layers=tuple(opts.quant.skip_layers) + tuple(kept))
+    quant = replace(opts.quant, fallback_layers=tuple(kept))
     plans = make_plans(ctx["layers"], ctx["ranges"], quant)
     mods = {"all_int8": ctx["int8_mod"], "with_fallback": rewrite(ctx["imported"].mod, plans)}
     shape, n = ctx["model"].input_shape, opts.batch_size
