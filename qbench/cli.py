@@ -38,6 +38,17 @@ SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
         "lowest top-5 agreement of INT8 with "
         "PyTorch (share of PyTorch's 5 top classes in INT8's 5), a fraction in [0, 1]",
     ),
+    (
+        "min_int8_speedup",
+        "--min-int8-speedup",
+        "lowest speed-up of TVM INT8 over TVM FP32 (FP32 / INT8 median latency), a factor > 0; "
+        "fails only when its whole 95 %% confidence interval is below it",
+    ),
+    (
+        "max_int8_latency_ms",
+        "--max-int8-latency-ms",
+        "highest median TVM INT8 latency of one batch, ms > 0",
+    ),
 )
 
 DESCRIPTION = """\
@@ -98,6 +109,12 @@ def _parser():
     _add_run_options(r)
     _add_fallback_options(r)
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
+    r.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="TOML file of sign-off limits per model and target kind (see README, 'Policy "
+        "file'); a sign-off flag given here overrides it (default: none)",
+    )
     t = command(
         "tune",
         "MetaSchedule-tune the FP32 and INT8 graphs of a model into the tuning database, "
@@ -264,17 +281,19 @@ def _add_quant_options(r):
 
 
 def _add_signoff_options(r):
-    """The sign-off thresholds; their defaults are ``signoff.Limits``'s."""
+    """The sign-off thresholds. Their argparse default is None (not given), so that a
+    ``--policy`` file can set what the command line does not; see ``_limits``."""
     from .signoff import Limits
 
     for dest, flag, text in SIGNOFF_OPTIONS:
+        default = getattr(Limits, dest)
         r.add_argument(
             flag,
             dest=dest,
             metavar=flag[2:].upper().replace("-", "_"),
             type=float,
-            default=getattr(Limits, dest),
-            help=f"sign-off: {text}",
+            help=f"sign-off: {text} (default: {'none' if default is None else default}, "
+            "or --policy's)",
         )
 
 
@@ -324,6 +343,8 @@ def _check_args(args):
     Raises:
         UserError: names the flag, the value and the valid range.
     """
+    from .signoff import limit_problem
+
     _check_model_args(args)
     limits = [
         ("threads", 1, None),
@@ -334,11 +355,6 @@ def _check_args(args):
         ("eval_size", 1, None),
         ("percentile", 0, 100),
         ("global_scale", 0, None),
-        ("min_top1_agreement", 0, 1),
-        ("max_accuracy_drop", 0, 100),
-        ("min_sqnr_db", 0, None),
-        ("min_cosine", -1, 1),
-        ("min_top5_agreement", 0, 1),
         ("trials", 1, None),
         ("time_budget", 0, None),
     ]
@@ -352,8 +368,12 @@ def _check_args(args):
             valid = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
             if name in ("percentile", "global_scale", "time_budget"):
                 valid = valid.replace("[0,", "(0,").replace(">= 0", "> 0")
-            flag = "--min-sqnr" if name == "min_sqnr_db" else "--" + name.replace("_", "-")
-            raise UserError(f"{flag} {value}: must be a finite number {valid}")
+            raise UserError(f"--{name.replace('_', '-')} {value}: must be a finite number {valid}")
+    for dest, flag, _ in SIGNOFF_OPTIONS:
+        value = getattr(args, dest)
+        problem = None if value is None else limit_problem(dest, value)
+        if problem:
+            raise UserError(f"{flag} {value}: {problem}")
     for flag, values in (("--mean", args.mean), ("--std", args.std)):
         if values and not all(math.isfinite(v) for v in values):
             raise UserError(f"{flag} {values}: every value must be a finite number")
@@ -399,7 +419,6 @@ def _options(args):
         "model target data weights input_shape mean std calib_size eval_size batch_size seed "
         "threads warmup repeat cache_dir reports_dir"
     ).split()
-    fields += [dest for dest, _, _ in SIGNOFF_OPTIONS]
     args.tuning_db = args.tuning_db or str(default_root())
     fields.append("tuning_db")
     tune = {"tune_trials": args.trials if getattr(args, "tune", False) else 0}
@@ -409,7 +428,30 @@ def _options(args):
     target = getattr(args, "accuracy_target", None)
     tune["holdout_size"] = args.holdout_size if target is not None else 0
     tune["accuracy_target"] = target
-    return RunOptions(quant=quant, **tune, **{f: getattr(args, f) for f in fields})
+    limits, policy = _limits(args)
+    return RunOptions(
+        quant=quant, policy=policy, **tune, **limits, **{f: getattr(args, f) for f in fields}
+    )
+
+
+def _limits(args):
+    """The sign-off limits of a run: a flag given > ``--policy`` > ``signoff.Limits``.
+
+    Returns:
+        ({``signoff.Limits`` field: value}, the report's policy record or None).
+    Raises:
+        UserError: a bad policy file (``policy.load``) or ``--target``.
+    """
+    from . import policy, targets
+
+    given = {dest: getattr(args, dest) for dest, _, _ in SIGNOFF_OPTIONS}
+    given = {dest: value for dest, value in given.items() if value is not None}
+    path = getattr(args, "policy", None)
+    if path is None:
+        return policy.applied(None, args.model, None, given)
+    loaded = policy.load(path)
+    kind = targets.parse_target(args.target, args.threads)["kind"]
+    return policy.applied(loaded, args.model, kind, given)
 
 
 def _run(args):

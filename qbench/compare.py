@@ -2,7 +2,6 @@
 
 import numpy as np
 
-NOISY_STD_FRACTION = 0.25
 TOP5 = 5
 
 
@@ -12,13 +11,12 @@ def latency_stats(samples_ms):
     Args:
         samples_ms: per-run latencies, ms.
     Returns:
-        dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms``, ``runs`` and ``noisy``
-        (std above ``NOISY_STD_FRACTION`` of the median: a loaded or throttled machine).
+        dict with ``median_ms``, ``p90_ms``, ``mean_ms``, ``std_ms`` and ``runs``. Whether a
+        run is NOISY is judged on its ratios' confidence intervals (``speed.speed``).
     """
     s = np.asarray(samples_ms, dtype=np.float64)
     std = float(s.std(ddof=1)) if s.size > 1 else 0.0
     return {
-        "noisy": bool(std > NOISY_STD_FRACTION * float(np.median(s))),
         "median_ms": float(np.median(s)),
         "p90_ms": float(np.percentile(s, 90)),
         "mean_ms": float(s.mean()),

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from tqdm import tqdm
 
-from . import build, data, frontend, graph, targets, tuning, zoo
+from . import build, data, frontend, graph, speed, targets, timing, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from .compare import accuracy_metrics, compare_logits, latency_stats
@@ -30,7 +30,8 @@ class RunOptions:
     """Everything ``qbench run`` takes; see ``qbench run --help`` for each field.
 
     The sign-off thresholds (``min_top1_agreement``, ``max_accuracy_drop``, ``min_sqnr_db``
-    in dB, ``min_cosine`` in [-1, 1], ``min_top5_agreement`` a fraction in [0, 1]) default
+    in dB, ``min_cosine`` in [-1, 1], ``min_top5_agreement`` a fraction in [0, 1],
+    ``min_int8_speedup`` a factor > 0, ``max_int8_latency_ms`` ms > 0 or None) default
     to ``signoff.Limits``: 17 dB, 0.99 and 0.90 sit below what ``max`` and ``percentile``
     calibration measured on efficientnet_lite0 (19.4 dB, 0.995, 94.8 % on 100 sample
     photos) and above ``kl_divergence`` (14.1 dB, 0.980, 88.4 %); see its docstring.
@@ -55,6 +56,8 @@ class RunOptions:
     min_sqnr_db: float = Limits.min_sqnr_db
     min_cosine: float = Limits.min_cosine
     min_top5_agreement: float = Limits.min_top5_agreement
+    min_int8_speedup: float = Limits.min_int8_speedup
+    max_int8_latency_ms: float = Limits.max_int8_latency_ms
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
     tuning_db: str = None
@@ -64,6 +67,7 @@ class RunOptions:
     holdout_size: int = 0  # images beyond calibration and evaluation (the fallback's)
     accuracy_target: float = None  # top-1 agreement the FP32 fallback must reach, or None
     quant: QuantConfig = field(default_factory=QuantConfig)
+    policy: dict = None  # the --policy file applied (``policy.applied``), or None
 
 
 def prepare(opts):
@@ -243,13 +247,20 @@ def run(opts):
         st.note = f"{len(indices)} images"
     with stage("timing") as st:
         latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
-        st.note = f"{opts.warmup} warm-up + {opts.repeat} timed runs per runner"
+        st.note = f"{opts.warmup} warm-up + {opts.repeat} timed rounds, runners interleaved"
     results = _results(runners, logits, labels, latency)
     report = build_report(ctx, results, time.time() - started)
+    report["speed"] = speed.speed(latency)
     quantized = sum(p.quantized for p in ctx["plans"])
     classes = frontend.num_classes(ctx["imported"].mod)
     report["signoff"] = signoff(
-        results, Limits.of(opts), classes, model.random_weights, quantized, opts.quant.simulate
+        results,
+        Limits.of(opts),
+        classes,
+        model.random_weights,
+        quantized,
+        opts.quant.simulate,
+        report["speed"],
     )
     return report
 
@@ -352,17 +363,11 @@ def _evaluate(runners, images, indices, model, batch_size):
 
 
 def _time(runners, images, indices, model, opts):
+    """Latency samples of one full batch per runner, ms, timed round-robin
+    (``timing.interleaved``): {runner name: ``opts.repeat`` samples paired by round}."""
     x, _ = next(full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
-    samples = {}
-    for r in tqdm(
-        runners,
-        desc=f"time ({opts.warmup} warm-up + {opts.repeat} runs)",
-        unit="runner",
-        disable=None,
-        leave=False,
-    ):
-        samples[r.name] = r.time(x, opts.warmup, opts.repeat)
-    return samples
+    calls = {r.name: r.timed_call(x) for r in runners}
+    return timing.interleaved(calls, opts.warmup, opts.repeat)
 
 
 def _results(runners, logits, labels, latency):

@@ -64,7 +64,7 @@ def cpu_name():
 def build_report(ctx, results, wall_s):
     """Assemble the report dict from the run context (see ``pipeline.run``)."""
     opts, model, images, split = ctx["opts"], ctx["model"], ctx["images"], ctx["split"]
-    config = {k: v for k, v in vars(opts).items() if k != "quant"}
+    config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
     config["quant"] = opts.quant.to_dict()
     return {
         "schema_version": SCHEMA_VERSION,
@@ -86,6 +86,7 @@ def build_report(ctx, results, wall_s):
             "seed": opts.seed,
         },
         "config": config,
+        "policy": opts.policy,
         "precision": {
             "integer_ops": "conv2d, matmul: uint8 x int8 -> int32"
             + (" (SIMULATED: fake-quantized FP32)" if opts.quant.simulate else ""),
@@ -304,11 +305,9 @@ def summary_lines(report):
                 if c
             )
         )
-    if any(e["latency"]["noisy"] for e in report["results"].values()):
-        lines.append(
-            "timing: NOISY (std above a quarter of the median; the machine is busy "
-            "or throttling), compare latencies with care"
-        )
+    lines += speed_lines(report["speed"])
+    if report.get("policy"):
+        lines.append(policy_line(report["policy"]))
     int8 = sum(la["dtype"] != "float32" for la in report["layers"])
     lines.append(f"layers built in INT8: {int8} of {len(report['layers'])}")
     lines.append(int8_kernels_line(report["int8_kernels"]))
@@ -316,6 +315,38 @@ def summary_lines(report):
     lines.append(
         f"sign-off: {s['verdict']}" + (f" (failed: {'; '.join(failed)})" if failed else "")
     )
+    return lines
+
+
+def policy_line(policy):
+    """The ``--policy`` file and the limits it set, e.g. ``policy: team.toml (sha256
+    1a2b3c4d5e6f): min_int8_speedup 1.1 (models.m.targets.llvm)``."""
+    set_ = ", ".join(
+        f"{name} {entry['value']:g} ({entry['from']})" for name, entry in policy["limits"].items()
+    )
+    flags = policy["overridden_by_flags"]
+    return f"policy: {policy['path']} (sha256 {policy['sha256'][:12]}): {set_ or 'no limits'}" + (
+        f"; overridden by flags: {', '.join(flags)}" if flags else ""
+    )
+
+
+def speed_lines(speed):
+    """The latency ratios (``report["speed"]``) with their confidence intervals, and the
+    NOISY verdict, e.g. ``speed (latency ratio of medians, runners interleaved): TVM INT8 /
+    TVM FP32 0.625 (95 % CI 0.610-0.640); ...``."""
+    parts = []
+    for key, r in speed["ratios"].items():
+        num, den = (RUNNER_TITLES[name] for name in key.split("/"))
+        parts.append(
+            f"{num} / {den} {r['ratio']:.3f} ({100 * r['confidence']:g} % CI "
+            f"{r['ci_low']:.3f}-{r['ci_high']:.3f})"
+        )
+    lines = [f"speed (latency ratio of medians, runners interleaved): {'; '.join(parts)}"]
+    if speed["noisy"]:
+        lines.append(
+            f"timing: NOISY ({speed['noisy_reason']}; the machine is busy or throttling), "
+            "compare latencies with care"
+        )
     return lines
 
 
@@ -357,6 +388,8 @@ UNIT_FORMATS = {  # unit: (scale, suffix, fewest decimals)
     "points": (1, " points", 1),
     "dB": (1, " dB", 1),
     "cosine": (1, "", 3),
+    "speed-up": (1, "x", 2),
+    "ms": (1, " ms", 2),
 }
 
 
@@ -365,8 +398,9 @@ def check_value_and_limit(check):
 
     Fractions are shown as %, accuracy drops in percentage points, SQNR in dB, cosines as
     plain numbers, with as many decimals as it takes (up to 3 more than the fewest) to tell
-    a failing value from its limit. A check without a value (not applicable, or not
-    computable) shows its ``detail``.
+    a failing value from its limit; speed-ups as ``0.62x`` and latencies in ms. A check with a
+    confidence interval (the INT8 speed-up) shows it after the value. A check without a
+    value (not applicable, or not computable) shows its ``detail``.
 
     Args:
         check: one entry of ``signoff(...)["checks"]``.
@@ -387,7 +421,10 @@ def check_value_and_limit(check):
         v, lim = f"{scale * value:.{decimals}f}", f"{scale * limit:.{decimals}f}"
         if v != lim or value == limit:
             break
-    return v + suffix, f"{op} {lim}{suffix}"
+    v += suffix
+    if "ci_low" in check:
+        v += f" ({100 * check['confidence']:g} % CI {check['ci_low']:.2f}-{check['ci_high']:.2f})"
+    return v, f"{op} {lim}{suffix}"
 
 
 def int8_kernels_line(info):

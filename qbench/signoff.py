@@ -1,5 +1,6 @@
 """The sign-off verdict: PASS only when every applicable check holds."""
 
+import math
 from dataclasses import dataclass, fields
 
 from .compare import TOP5
@@ -8,7 +9,8 @@ from .compare import TOP5
 @dataclass(frozen=True)
 class Limits:
     """Sign-off thresholds: ``qbench run``'s ``--min-top1-agreement``,
-    ``--max-accuracy-drop``, ``--min-sqnr``, ``--min-cosine``, ``--min-top5-agreement``.
+    ``--max-accuracy-drop``, ``--min-sqnr``, ``--min-cosine``, ``--min-top5-agreement``,
+    ``--min-int8-speedup``, ``--max-int8-latency-ms`` (or a ``--policy`` file's).
 
     The fidelity defaults come from measurement: efficientnet_lite0 (ImageNet weights) on
     llvm (AVX2), 32 calibration and 100 evaluation photos of
@@ -28,6 +30,11 @@ class Limits:
             logits, in [-1, 1].
         min_top5_agreement: lowest top-5 agreement of INT8 with PyTorch (share of PyTorch's
             5 top classes found in INT8's 5), a fraction in [0, 1].
+        min_int8_speedup: lowest speed-up of TVM INT8 over TVM FP32 (FP32 median latency /
+            INT8 median latency), a factor > 0; 1.0: INT8 must not be slower. A run fails
+            it only when the whole confidence interval of the speed-up lies below it.
+        max_int8_latency_ms: highest median TVM INT8 latency of one batch, ms > 0, or None
+            (no limit).
     """
 
     min_top1_agreement: float = 0.97
@@ -35,6 +42,8 @@ class Limits:
     min_sqnr_db: float = 17.0
     min_cosine: float = 0.99
     min_top5_agreement: float = 0.9
+    min_int8_speedup: float = 1.0
+    max_int8_latency_ms: float | None = None
 
     @classmethod
     def of(cls, options):
@@ -42,7 +51,38 @@ class Limits:
         return cls(**{f.name: getattr(options, f.name) for f in fields(cls)})
 
 
-def signoff(results, limits, classes, random_weights=False, quantized_layers=1, simulated=False):
+RANGES = {  # Limits field: (lowest, highest or None, lowest excluded)
+    "min_top1_agreement": (0, 1, False),
+    "max_accuracy_drop": (0, 100, False),
+    "min_sqnr_db": (0, None, False),
+    "min_cosine": (-1, 1, False),
+    "min_top5_agreement": (0, 1, False),
+    "min_int8_speedup": (0, None, True),
+    "max_int8_latency_ms": (0, None, True),
+}
+
+
+def limit_problem(name, value):
+    """What is wrong with ``value`` for the ``Limits`` field ``name`` (e.g. ``must be a
+    finite number in [0, 1]``), or None when it is a valid limit."""
+    lo, hi, open_low = RANGES[name]
+    bad = not math.isfinite(value) or value < lo or (hi is not None and value > hi)
+    if not bad and not (open_low and value == lo):
+        return None
+    low = f"({lo}" if open_low else f"[{lo}"
+    valid = f"in {low}, {hi}]" if hi is not None else f"{'>' if open_low else '>='} {lo}"
+    return f"must be a finite number {valid}"
+
+
+def signoff(
+    results,
+    limits,
+    classes,
+    random_weights=False,
+    quantized_layers=1,
+    simulated=False,
+    speed=None,
+):
     """Check the builds against ``limits``.
 
     Checks: the PyTorch reference's logits are finite (agreement with NaN means nothing);
@@ -51,7 +91,8 @@ def signoff(results, limits, classes, random_weights=False, quantized_layers=1, 
     top-5 agreement, logits SQNR and mean cosine reach their limits; the INT8 top-1
     accuracy drop stays within ``limits.max_accuracy_drop`` where the data has labels; at
     least one layer runs in INT8; the INT8 build is integer, not simulated; the weights are
-    not random. A single logit (``classes`` 1) has no top-1/top-5 agreement or accuracy,
+    not random; with ``speed``, the INT8 speed-up and latency (``_speed_checks``). A single
+    logit (``classes`` 1) has no top-1/top-5 agreement or accuracy,
     and up to 5 classes make top-5 agreement trivially 1: those checks are recorded as not
     applicable, and the fidelity checks (finite logits, SQNR, cosine) judge such outputs.
 
@@ -62,15 +103,19 @@ def signoff(results, limits, classes, random_weights=False, quantized_layers=1, 
         random_weights: the model runs on random initialisation; such a run is never
             signed off (its agreement says nothing about the trained model).
         quantized_layers: number of layers built in INT8.
-        simulated: the INT8 graph is fake-quantized FP32 (``--simulate``); never signed off.
+        simulated: the INT8 graph is fake-quantized FP32 (``--simulate``); never signed off,
+            and its speed checks do not apply.
+        speed: the report's ``speed`` (``speed.speed``), or None: a run not timed, without
+            speed checks.
 
     Returns:
         dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, op, limit, passed,
         unit). ``passed`` is True, False, or None for a check that does not apply (its
         ``value`` is None and ``detail`` says why). ``unit`` says how to read value and
         limit: ``"fraction"`` (in [0, 1], shown as %), ``"points"`` (percentage points),
-        ``"dB"``, ``"cosine"`` (in [-1, 1]), ``"count"``, or ``"flag"`` (1 yes, 0 no;
-        ``detail`` says why).
+        ``"dB"``, ``"cosine"`` (in [-1, 1]), ``"count"``, ``"speed-up"`` (a factor; the
+        check also carries ``ci_low``, ``ci_high`` and ``confidence``), ``"ms"``, or
+        ``"flag"`` (1 yes, 0 no; ``detail`` says why).
     """
     ref, int8 = results["pytorch_fp32"]["metrics"], results["tvm_int8"]["metrics"]
     reference = ref.get("nonfinite_logits", 0)
@@ -86,6 +131,8 @@ def signoff(results, limits, classes, random_weights=False, quantized_layers=1, 
     if "top1_accuracy" in int8:
         checks.append(_accuracy_drop(ref, int8, limits.max_accuracy_drop, classes))
     checks.append(_check("layers built in INT8", quantized_layers, ">=", 1, "count"))
+    if speed is not None:
+        checks += _speed_checks(speed, results, limits, simulated)
     if simulated:
         checks.append(
             _flag(
@@ -97,6 +144,44 @@ def signoff(results, limits, classes, random_weights=False, quantized_layers=1, 
         checks.append(_flag("trained weights", "random initialisation"))
     verdict = "FAIL" if any(c["passed"] is False for c in checks) else "PASS"
     return {"verdict": verdict, "checks": checks}
+
+
+SPEEDUP, LATENCY = "INT8 speed-up over TVM FP32", "INT8 median latency"
+
+
+def _speed_checks(speed, results, limits, simulated):
+    """The INT8 speed-up over TVM FP32 (the inverse of the ``tvm_int8/tvm_fp32`` latency
+    ratio; its confidence interval inverted likewise, exact for the bootstrap percentile
+    interval) and, with ``limits.max_int8_latency_ms``, the INT8 median latency of one
+    batch, ms (``results["tvm_int8"]["latency"]["median_ms"]``).
+
+    The speed-up fails only when the interval's high end (its best case) is below
+    ``limits.min_int8_speedup``: noise alone cannot fail a run. Neither applies to a
+    simulated (fake-quantized FP32) build.
+    """
+    lat = limits.max_int8_latency_ms
+    if simulated:
+        why = "simulated (fake-quantized FP32): its speed says nothing of INT8"
+        checks = [_not_applicable(SPEEDUP, ">=", limits.min_int8_speedup, "speed-up", why)]
+        if lat is not None:
+            checks.append(_not_applicable(LATENCY, "<=", lat, "ms", why))
+        return checks
+    r = speed["ratios"]["tvm_int8/tvm_fp32"]
+    low, high = 1 / r["ci_high"], 1 / r["ci_low"]
+    check = _check(SPEEDUP, 1 / r["ratio"], ">=", limits.min_int8_speedup, "speed-up")
+    check |= {
+        "passed": round(high, 6) >= limits.min_int8_speedup,
+        "ci_low": round(low, 6),
+        "ci_high": round(high, 6),
+        "confidence": r["confidence"],
+    }
+    if check["passed"] and check["value"] < limits.min_int8_speedup:
+        check["detail"] = "below the limit, but within the confidence interval"
+    checks = [check]
+    if lat is not None:
+        int8_ms = results["tvm_int8"]["latency"]["median_ms"]
+        checks.append(_check(LATENCY, int8_ms, "<=", lat, "ms"))
+    return checks
 
 
 def _ranking(name, metrics, limit, classes, k):

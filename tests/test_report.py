@@ -82,7 +82,7 @@ def _check(name, value, op, limit, unit, passed, **extra):
 @pytest.fixture
 def report():
     """A finished report with known numbers: 718 evaluation images, INT8 agrees on 629."""
-    lat = {"noisy": False, "mean_ms": 0.0, "runs": 20}
+    lat = {"mean_ms": 0.0, "runs": 20}
     int8_metrics = _metrics(
         top1_agreement=(629, 718),
         top5_agreement=(3400, 3590),
@@ -163,6 +163,18 @@ def report():
             },
         },
         "signoff": {"verdict": "FAIL", "checks": checks},
+        "speed": {
+            "ratios": {
+                "tvm_int8/tvm_fp32": {
+                    "ratio": 0.625,
+                    "ci_low": 0.5,
+                    "ci_high": 0.75,
+                    "confidence": 0.95,
+                },
+            },
+            "noisy": True,
+            "noisy_reason": "tvm_int8/tvm_fp32: 95 % CI 0.500-0.750 spans 40 % of the ratio",
+        },  # fmt: skip
         "wall_time_s": 61.5,
     }
 
@@ -246,6 +258,8 @@ def test_written_report_is_readable_and_json_keeps_its_keys(report, tmp_path):
     for text in (render_console(report), (out / "report.md").read_text()):
         assert "87.6 % (629/718)" in text and "1.60x faster" in text
         assert "INT8 graph adds 12 dtype casts" in text
+        assert "TVM INT8 / TVM FP32 0.625 (95 % CI 0.500-0.750)" in text
+        assert "timing: NOISY (tvm_int8/tvm_fp32: 95 % CI 0.500-0.750 spans 40 %" in text
         assert "{'relax." not in text and "1 = yes" not in text
 
 

@@ -264,3 +264,108 @@ def test_signoff_flags_reach_the_run_options_with_limits_defaults():
     args = "--min-sqnr 25 --min-cosine 0.995 --min-top5-agreement 0.95".split()
     opts = _options(_parser().parse_args(["run", "--model", "resnet18", *args]))
     assert (opts.min_sqnr_db, opts.min_cosine, opts.min_top5_agreement) == (25.0, 0.995, 0.95)
+
+
+def _speed(ratio, low, high):
+    """A report's ``speed`` whose TVM INT8 / TVM FP32 latency ratio is ``ratio`` (CI low-high)."""
+    r = {"ratio": ratio, "ci_low": low, "ci_high": high, "confidence": 0.95}
+    return {"ratios": {"tvm_int8/tvm_fp32": r}, "noisy": False, "noisy_reason": None}
+
+
+def _timed(int8_median_ms=5.0):
+    results = _results(1.0)
+    results["tvm_int8"]["latency"] = {"median_ms": int8_median_ms}
+    return results
+
+
+SPEEDUP = "INT8 speed-up over TVM FP32"
+
+
+def test_int8_wholly_slower_than_its_limit_fails_the_speed_check():
+    out = signoff(_timed(), Limits(), 1000, quantized_layers=3, speed=_speed(2.0, 1.6, 2.5))
+    assert _failed(out) == [SPEEDUP]
+    check = _check(out, SPEEDUP)  # speed-up = 1 / ratio: 0.5, CI 1/2.5-1/1.6 = 0.4-0.625
+    assert check["value"] == 0.5 and check["op"] == ">=" and check["limit"] == 1.0
+    assert (check["ci_low"], check["ci_high"]) == (0.4, 0.625) and check["unit"] == "speed-up"
+
+
+def test_a_speed_up_below_the_limit_within_its_ci_passes():
+    """Ratio 1.25 (INT8 slower on the medians), but the CI 0.8-1.6 gives a best case
+    speed-up of 1/0.8 = 1.25 >= 1.1: noise alone does not fail a run."""
+    limits = Limits(min_int8_speedup=1.1)
+    out = signoff(_timed(), limits, 1000, quantized_layers=3, speed=_speed(1.25, 0.8, 1.6))
+    check = _check(out, SPEEDUP)
+    assert out["verdict"] == "PASS" and check["passed"] and check["value"] == 0.8
+    assert "within the confidence interval" in check["detail"]
+    limits = Limits(min_int8_speedup=1.3)  # above the best case 1.25: FAIL
+    out = signoff(_timed(), limits, 1000, quantized_layers=3, speed=_speed(1.25, 0.8, 1.6))
+    assert _failed(out) == [SPEEDUP]
+
+
+def test_int8_latency_limit_is_checked_only_when_given():
+    speed = _speed(0.5, 0.45, 0.55)
+    names = [
+        c["name"]
+        for c in signoff(_timed(12.0), Limits(), 1000, quantized_layers=3, speed=speed)["checks"]
+    ]
+    assert "INT8 median latency" not in names and SPEEDUP in names
+    out = signoff(
+        _timed(12.0), Limits(max_int8_latency_ms=10.0), 1000, quantized_layers=3, speed=speed
+    )
+    assert _failed(out) == ["INT8 median latency"]
+    check = _check(out, "INT8 median latency")
+    assert (check["value"], check["op"], check["limit"], check["unit"]) == (12.0, "<=", 10.0, "ms")
+    out = signoff(
+        _timed(12.0), Limits(max_int8_latency_ms=12.0), 1000, quantized_layers=3, speed=speed
+    )
+    assert out["verdict"] == "PASS"
+
+
+def test_speed_checks_of_a_simulated_build_do_not_apply():
+    limits = Limits(max_int8_latency_ms=1.0)
+    slow = _speed(3.0, 2.9, 3.1)
+    out = signoff(_timed(12.0), limits, 1000, quantized_layers=3, simulated=True, speed=slow)
+    assert _failed(out) == ["integer INT8 build"]
+    for name in (SPEEDUP, "INT8 median latency"):
+        check = _check(out, name)
+        assert check["passed"] is None and check["value"] is None
+        assert check["detail"].startswith("not applicable: simulated")
+
+
+def test_the_signoff_table_shows_the_speed_up_with_its_ci():
+    from qbench.report import signoff_table
+
+    out = signoff(
+        _timed(12.0),
+        Limits(max_int8_latency_ms=10.0),
+        1000,
+        quantized_layers=3,
+        speed=_speed(2.0, 1.6, 2.5),
+    )
+    rows = {
+        line.split("  ")[0]: line for line in signoff_table({"signoff": out}, "simple").splitlines()
+    }
+    assert "0.50x (95 % CI 0.40-0.62)" in rows[SPEEDUP] and ">= 1.00x" in rows[SPEEDUP]
+    assert (
+        "12.00 ms" in rows["INT8 median latency"] and "<= 10.00 ms" in rows["INT8 median latency"]
+    )
+
+
+@pytest.mark.parametrize(
+    "flag, value, text",
+    [
+        ("--min-int8-speedup", "0", "--min-int8-speedup 0.0: must be a finite number > 0"),
+        ("--max-int8-latency-ms", "-5", "--max-int8-latency-ms -5.0: must be a finite number > 0"),
+        ("--max-int8-latency-ms", "inf", "--max-int8-latency-ms inf: must be a finite number"),
+    ],
+)
+def test_bad_speed_limits_exit_2(tmp_path, capsys, flag, value, text):
+    test_bad_signoff_limits_exit_2_naming_the_flag_and_range(tmp_path, capsys, flag, value, text)
+
+
+def test_speed_flags_reach_the_run_options():
+    opts = _options(_parser().parse_args(["run", "--model", "resnet18"]))
+    assert (opts.min_int8_speedup, opts.max_int8_latency_ms) == (1.0, None)
+    args = "--min-int8-speedup 1.2 --max-int8-latency-ms 80".split()
+    opts = _options(_parser().parse_args(["run", "--model", "resnet18", *args]))
+    assert Limits.of(opts) == Limits(min_int8_speedup=1.2, max_int8_latency_ms=80.0)

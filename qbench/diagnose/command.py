@@ -5,7 +5,7 @@ import re
 import time
 from dataclasses import replace
 
-from .. import build, targets
+from .. import build, targets, timing
 from ..compare import latency_stats
 from ..pipeline import bias_images, full_batches, prepare
 from ..progress import stage
@@ -111,8 +111,8 @@ def _plots(module, fakes, batches, report):
 
 def latency_cost(ctx, kept):
     """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with every
-    layer in INT8 and with the layers ``kept`` in FP32, timed alternately (one run of each
-    in turn) so that load on the machine hits both alike.
+    layer in INT8 and with the layers ``kept`` in FP32, timed interleaved
+    (``timing.interleaved``) so that load on the machine hits both alike.
 
     Returns:
         dict: ``all_int8`` and ``with_fallback``, ms.
@@ -129,15 +129,7 @@ def latency_cost(ctx, kept):
         ).timed_call(x)
         for name, mod in mods.items()
     }
-    samples = {name: [] for name in calls}
-    for _ in range(opts.warmup):
-        for call in calls.values():
-            call()
-    for _ in range(opts.repeat):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append((time.perf_counter() - start) * 1e3)
+    samples = timing.interleaved(calls, opts.warmup, opts.repeat)
     return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}
 
 

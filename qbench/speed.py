@@ -1,0 +1,86 @@
+"""Latency ratios of paired samples with bootstrap confidence intervals; NOISY runs.
+
+The ratio of two runners is the ratio of their median latencies. Its confidence interval
+comes from ``scipy.stats.bootstrap`` (paired: rounds of ``timing.interleaved`` are
+resampled, keeping the samples of one round together; percentile method, Efron &
+Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13), with a fixed seed so that
+a report is reproducible from its samples.
+"""
+
+import numpy as np
+from scipy.stats import bootstrap
+
+CONFIDENCE = 0.95
+RESAMPLES = 9999
+SEED = 0
+NOISY_CI_WIDTH = 0.10  # a ratio's (CI high - CI low) / ratio above this: the run is NOISY
+PAIRS = (  # (numerator, denominator): latency ratios the report carries
+    ("tvm_int8", "tvm_fp32"),
+    ("tvm_fp32", "pytorch_fp32"),
+    ("tvm_int8", "pytorch_fp32"),
+)
+
+
+def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
+    """Ratio of medians ``median(num) / median(den)`` with its bootstrap confidence interval.
+
+    Args:
+        num_ms, den_ms: paired latency samples, ms, same length >= 2 (sample i of both from
+            the same round).
+        confidence: confidence level of the interval, in (0, 1).
+    Returns:
+        dict: ``ratio`` (< 1: the numerator is faster), ``ci_low``, ``ci_high`` and
+        ``confidence``.
+    Raises:
+        ValueError: samples of different lengths (from ``scipy.stats.bootstrap``).
+    """
+    num, den = np.asarray(num_ms, np.float64), np.asarray(den_ms, np.float64)
+    ci = bootstrap(
+        (num, den),
+        _median_ratio,
+        paired=True,
+        vectorized=True,
+        n_resamples=RESAMPLES,
+        confidence_level=confidence,
+        method="percentile",
+        rng=SEED,
+    ).confidence_interval
+    return {
+        "ratio": float(_median_ratio(num, den)),
+        "ci_low": float(ci.low),
+        "ci_high": float(ci.high),
+        "confidence": confidence,
+    }
+
+
+def _median_ratio(num, den, axis=-1):
+    return np.median(num, axis=axis) / np.median(den, axis=axis)
+
+
+def speed(samples_ms):
+    """The report's ``speed``: every ratio of ``PAIRS`` with its CI, and whether it is NOISY.
+
+    Args:
+        samples_ms: {runner name: paired latency samples, ms} (``timing.interleaved``).
+    Returns:
+        dict: ``ratios`` {"num/den": ``ratio_ci``'s dict}, ``noisy`` (True when any ratio's
+        relative CI width (high - low) / ratio exceeds ``NOISY_CI_WIDTH``, whatever the
+        medians) and ``noisy_reason`` (the widest such ratio in words, or None).
+    """
+    ratios = {
+        f"{num}/{den}": ratio_ci(samples_ms[num], samples_ms[den])
+        for num, den in PAIRS
+        if num in samples_ms and den in samples_ms
+    }
+    widths = {key: (r["ci_high"] - r["ci_low"]) / r["ratio"] for key, r in ratios.items()}
+    wide = {key: w for key, w in widths.items() if w > NOISY_CI_WIDTH}
+    reason = None
+    if wide:
+        key = max(wide, key=wide.get)
+        r = ratios[key]
+        reason = (
+            f"{key}: {100 * r['confidence']:g} % CI {r['ci_low']:.3f}-{r['ci_high']:.3f} "
+            f"spans {100 * wide[key]:.0f} % of the ratio {r['ratio']:.3f} "
+            f"(limit {100 * NOISY_CI_WIDTH:g} %)"
+        )
+    return {"ratios": ratios, "noisy": bool(wide), "noisy_reason": reason}
