@@ -55,7 +55,7 @@ def latency_svg(results):
     if not samples:
         return None
     names = list(samples)[::-1]  # the first runner on top
-    fig, ax = _figure(8, 1.2 + 0.6 * len(names))
+    fig, ax = _figure(11, 1.2 + 0.6 * len(names))
     data = [np.asarray(samples[n], dtype=np.float64) for n in names]
     ax.boxplot(data, orientation="horizontal", widths=0.5, showfliers=False)
     for y, values in enumerate(data, 1):
@@ -81,7 +81,7 @@ def diagnosis_svg(diagnosis):
     rows = diagnosis.get("layers") or []
     if not rows:
         return None
-    fig, ax = _figure(8, 3.6)
+    fig, ax = _figure(11, 4.5)
     x = np.arange(len(rows))
     for key, label in SQNR_SERIES:
         y = [_finite(r.get(key)) for r in rows]
@@ -95,7 +95,7 @@ def diagnosis_svg(diagnosis):
     ax.set_xlabel("INT8 layer (graph order; shaded: kept in FP32 by the fallback)")
     ax.set_ylabel("output SQNR vs FP32 (dB)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=len(SQNR_SERIES), frameon=False)
     return _svg(fig)
 
 
