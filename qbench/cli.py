@@ -464,7 +464,7 @@ def _run(args):
     with stage("report"):
         print(render_console(report))
         out = write_reports(report, opts.reports_dir)
-    print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}")
+    print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}  {out / 'report.html'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
 
 

@@ -196,9 +196,9 @@ ACCURACY_NOTE = (
 )
 
 
-def accuracy_table(report, fmt):
+def accuracy_table(report, fmt, note=True):
     """Agreement with PyTorch FP32 and accuracy, as ``87.6 % (629/718)``, and logit error,
-    followed by a note on how to read them."""
+    followed (with ``note``) by ``ACCURACY_NOTE`` on how to read them."""
     heads = ["runner"] + [title for _, title in ACCURACY_COLUMNS]
     heads += ["max abs diff (logits)", "cosine", "SQNR (dB)"]
     rows = []
@@ -209,7 +209,8 @@ def accuracy_table(report, fmt):
             + [percent_with_counts(m, key) for key, _ in ACCURACY_COLUMNS]
             + [_fmt(m.get(k)) for k in ("max_abs_diff", "cosine", "sqnr_db")]
         )
-    return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True) + "\n\n" + ACCURACY_NOTE
+    table = tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
+    return table + "\n\n" + ACCURACY_NOTE if note else table
 
 
 def percent_with_counts(metrics, key):
@@ -517,8 +518,12 @@ def _diagnosis_parts(report):
 
 
 def write_reports(report, root="reports"):
-    """Write ``report.json`` and ``report.md`` into a new timestamped folder; return the folder."""
+    """Write ``report.json``, ``report.md`` and ``report.html`` (``html.render_html``) into a
+    new timestamped folder, all at once; return the folder."""
+    from .html import render_html
+
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]["name"]).name)
     out = Path(root) / f"{stamp}-{name}-{report['environment']['target']['kind']}"
-    return write_folder(out, {"report.json": to_json(report), "report.md": render_markdown(report)})
+    files = {"report.json": to_json(report), "report.md": render_markdown(report)}
+    return write_folder(out, files | {"report.html": render_html(report)})
