@@ -1,4 +1,4 @@
-"""The ``qbench`` command line: run, tune, layers, models (see ``qbench --help``)."""
+"""The ``qbench`` command line: run, sweep, tune, layers, models (see ``qbench --help``)."""
 
 import argparse
 import logging
@@ -60,8 +60,8 @@ for sign-off. Example:
 
 EPILOG = """\
 exit codes:
-  0    success; for run: sign-off PASS
-  1    sign-off FAIL (run)
+  0    success; for run: sign-off PASS (sweep: every cell PASSes)
+  1    sign-off FAIL (run; sweep: see `qbench sweep --help`)
   2    usage or input error (one line names the problem and the valid choices)
   3    internal error (a bug in qbench or TVM; the traceback is printed)
   130  interrupted (Ctrl-C)
@@ -129,6 +129,7 @@ def _parser():
     )
     _add_run_options(d)
     _add_fallback_options(d)
+    _add_sweep_command(command)
     la = command(
         "layers",
         "list a model's quantizable layers (index, name, shape, INT8 or FP32) without "
@@ -141,6 +142,22 @@ def _parser():
         "--reports-dir", default="reports", help="folder searched for the last report of each model"
     )
     return p
+
+
+def _add_sweep_command(command):
+    """``qbench sweep``: run's options with ``--models`` and ``--targets``; its exit rule."""
+    from .sweep import EXIT_RULE
+
+    s = command(
+        "sweep",
+        "run every model on every target (one `qbench run` per cell, one report each, a "
+        "shared calibration cache and tuning database), then write one summary report "
+        "(summary.md, summary.json) in its own folder under --reports-dir; a failing cell is "
+        "recorded and the others still run",
+    )
+    _add_run_options(s, grid=True)
+    _add_fallback_options(s)
+    s.epilog = EXIT_RULE
 
 
 def _add_fallback_options(r):
@@ -170,13 +187,14 @@ def _check_fallback_args(args):
         raise UserError(f"--holdout-size {args.holdout_size}: must be >= 1")
 
 
-def _add_model_options(r):
-    """Options shared by run, tune and layers: the model and which layers stay FP32."""
-    r.add_argument(
-        "--model",
-        required=True,
-        help="registry name (see `qbench models`), FILE.py:FUNCTION or FILE.pt2",
-    )
+def _add_model_options(r, grid=False):
+    """Options shared by run, tune and layers: the model and which layers stay FP32;
+    ``grid``: ``--models`` (sweep) instead of ``--model``."""
+    what = "registry name (see `qbench models`), FILE.py:FUNCTION or FILE.pt2"
+    if grid:
+        r.add_argument("--models", required=True, help=f"comma-separated, each a {what}")
+    else:
+        r.add_argument("--model", required=True, help=what)
     r.add_argument("--weights", help="state dict file (torch.save) (default: the model's own)")
     r.add_argument(
         "--input-shape",
@@ -199,21 +217,22 @@ def _add_model_options(r):
     r.add_argument("-v", "--verbose", action="store_true", help="log details of every stage")
 
 
-def _add_run_options(r):
-    """Options of run and tune: model, target and data, quantization, sign-off, tuning."""
-    _add_model_options(r)
-    _add_data_options(r)
+def _add_run_options(r, grid=False):
+    """Options of run and tune: model, target and data, quantization, sign-off, tuning;
+    ``grid``: ``--models`` and ``--targets`` (sweep) instead of ``--model`` and ``--target``."""
+    _add_model_options(r, grid)
+    _add_data_options(r, grid)
     _add_quant_options(r)
     _add_tuning_options(r)
 
 
-def _add_data_options(r):
-    """Target, data, preprocessing, threads and timing."""
-    r.add_argument(
-        "--target",
-        default="llvm",
-        help='llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\'',
-    )
+def _add_data_options(r, grid=False):
+    """Target, data, preprocessing, threads and timing; ``grid``: ``--targets`` (sweep)."""
+    what = 'llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\''
+    if grid:
+        r.add_argument("--targets", default="llvm", help=f"comma-separated, each {what}")
+    else:
+        r.add_argument("--target", default="llvm", help=what)
     r.add_argument(
         "--data",
         default=None,
@@ -468,6 +487,34 @@ def _run(args):
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
 
 
+def _sweep(args):
+    """``qbench sweep``: check the whole grid and every option, then run the cells."""
+    from . import sweep
+    from .atomic import check_writable
+
+    models = sweep.split_items(args.models, "--models")
+    texts = sweep.split_items(args.targets, "--targets")
+    if args.weights and len(models) > 1:
+        raise UserError(
+            f"--weights {args.weights}: one state dict for {len(models)} models; valid with "
+            "one model in --models"
+        )
+    cells = [
+        _options(argparse.Namespace(**{**vars(args), "model": m, "target": t}))
+        for m in models
+        for t in texts
+    ]
+    sweep.check_models(models)
+    sweep.check_targets(texts, args.threads)
+    check_writable(args.reports_dir, "--reports-dir")  # the summary's, whatever the cells do
+    done, folder = sweep.run_grid(
+        cells, models, texts, args.reports_dir, lambda: _INTERRUPTS.count > 0
+    )
+    print(sweep.summary_table(done, "simple"))
+    print(f"\nsummary: {folder / 'summary.md'}  {folder / 'summary.json'}")
+    return sweep.exit_code(done)
+
+
 def _diagnose(args):
     from .diagnose.command import run_diagnose
     from .diagnose.report import sensitive_table, summary, write_diagnosis
@@ -664,6 +711,7 @@ def _dispatch(args):
             "layers": lambda: _layers(args),
             "run": lambda: _run(args),
             "diagnose": lambda: _diagnose(args),
+            "sweep": lambda: _sweep(args),
             "tune": lambda: _tune(args),
         }
         return commands[args.command]()

@@ -1,0 +1,130 @@
+"""``qbench sweep``: the grid of runs, a failing cell, the shared cache, the exit rule."""
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import C06_MODEL
+
+from qbench import pipeline, sweep
+from qbench.cli import main
+
+TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "6", "--batch-size", "1"]
+SAME_HOST = '{"kind": "llvm"}'  # a second llvm target: this CPU, no mcpu given
+
+
+@pytest.fixture
+def models(tmp_path):
+    """test_cli's tiny user models, FILE.py for ``FILE.py:FUNCTION``."""
+    (tmp_path / "models.py").write_text(C06_MODEL)
+    return tmp_path / "models.py"
+
+
+def _sweep(tmp_path, *args):
+    folders = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    return main(["sweep", *folders, "--tuning-db", str(tmp_path / "db"), *args])
+
+
+def _summary(tmp_path):
+    (folder,) = (tmp_path / "rep").glob("*-sweep")
+    return json.loads((folder / "summary.json").read_text()), (folder / "summary.md").read_text()
+
+
+def test_a_failing_cell_is_recorded_and_the_other_runs(tmp_path, capsys, models):
+    good, bad = f"{models}:build", f"{models}:raises"
+    assert _sweep(tmp_path, "--models", f"{good},{bad}", "--targets", "llvm", *TINY) == 2
+    summary, markdown = _summary(tmp_path)
+    ok, failed = summary["cells"]
+    assert (ok["model"], ok["verdict"], ok["exit_code"]) == (good, "PASS", 0)
+    assert (failed["model"], failed["verdict"], failed["exit_code"]) == (bad, "ERROR", 2)
+    assert "RuntimeError: weights server down" in failed["error"]
+    assert failed["report_dir"] is None and summary["complete"] and summary["exit_code"] == 2
+    report = json.loads((Path(ok["report_dir"]) / "report.json").read_text())
+    res = report["results"]
+    assert ok["sqnr_db"] == res["tvm_int8"]["metrics"]["sqnr_db"]
+    fp32, int8 = (res[n]["latency"]["median_ms"] for n in ("tvm_fp32", "tvm_int8"))
+    assert ok["int8_speedup"] == pytest.approx(fp32 / int8)
+    assert good in markdown and "weights server down" in markdown
+    assert f"{ok['int8_speedup']:.2f}x" in markdown
+    assert "summary.md" in capsys.readouterr().out
+
+
+def test_second_target_reuses_the_calibration_and_fail_exits_1(tmp_path, models):
+    args = ["--models", f"{models}:build", "--targets", f"llvm,{SAME_HOST}"]
+    assert _sweep(tmp_path, *args, "--min-sqnr", "1000", *TINY) == 1
+    summary, _ = _summary(tmp_path)
+    first, second = summary["cells"]
+    assert [c["target"] for c in summary["cells"]] == ["llvm", SAME_HOST]
+    assert [c["verdict"] for c in summary["cells"]] == ["FAIL", "FAIL"]
+    assert (first["calibration_cache_hit"], second["calibration_cache_hit"]) == (False, True)
+    assert len(list((tmp_path / "cal").glob("*.json"))) == 1
+    assert len(list((tmp_path / "rep").glob("*/report.json"))) == 2
+
+
+@pytest.mark.parametrize(
+    "grid, text",
+    [
+        (["--models", ""], "--models '': an empty entry"),
+        (["--models", "resnet18,,resnet50"], "an empty entry"),
+        (["--models", "resnet18,resnet18"], "resnet18 given twice"),
+        (["--models", "resnet19"], "close names: resnet"),
+        (["--models", "nofile.py:build"], "file nofile.py not found"),
+        (["--models", "resnet18", "--targets", "llvm,tpu"], "valid: llvm, cuda"),
+        (["--models", "resnet18", "--targets", "llvm,{bad json}"], "invalid JSON"),
+        (["--models", "resnet18", "--targets", f"llvm,{SAME_HOST},llvm"], "llvm given twice"),
+        (["--models", "resnet18,resnet50", "--weights", "w.pth"], "valid with one model"),
+        (["--models", "resnet18", "--repeat", "3"], "--repeat 3: must be"),
+    ],
+)
+def test_bad_grid_input_exits_2_before_any_cell(tmp_path, capsys, monkeypatch, grid, text):
+    monkeypatch.setattr(pipeline, "run", lambda _opts: pytest.fail("a cell ran"))
+    assert _sweep(tmp_path, *grid) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err and "sweep cell" not in err
+    assert not list(tmp_path.glob("rep/*"))
+
+
+def test_same_target_twice_in_two_spellings_is_refused(tmp_path, capsys):
+    from helpers import LLVM
+
+    host = json.dumps({**LLVM, "num-cores": 1})
+    grid = ["--models", "resnet18", "--threads", "1", "--targets", f"llvm,{host}"]
+    assert _sweep(tmp_path, *grid) == 2
+    assert "are the same target" in capsys.readouterr().err
+
+
+def test_a_crashing_cell_exits_3_and_ctrl_c_stops_the_sweep(tmp_path, monkeypatch, models):
+    calls = []
+
+    def crash(opts):
+        calls.append(opts.model)
+        raise (RuntimeError if len(calls) == 1 else KeyboardInterrupt)("boom")
+
+    monkeypatch.setattr(pipeline, "run", crash)
+    names = ",".join(f"{models}:{f}" for f in ("build", "training", "returns_int"))
+    assert _sweep(tmp_path, "--models", names) == 130
+    assert len(calls) == 2  # the third cell never ran
+    summary, markdown = _summary(tmp_path)
+    (crashed,) = summary["cells"]
+    assert (crashed["exit_code"], crashed["error"]) == (3, "RuntimeError: boom")
+    assert summary["complete"] is False and "INCOMPLETE" in markdown
+
+
+def test_an_error_after_ctrl_c_stops_the_sweep(monkeypatch):
+    monkeypatch.setattr(pipeline, "run", lambda _opts: 1 / 0)  # TVM's error for a Ctrl-C
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_cell(pipeline.RunOptions(model="m"), interrupted=lambda: True)
+
+
+@pytest.mark.parametrize(
+    "codes, expected", [((), 0), ((0, 0), 0), ((0, 1), 1), ((1, 2, 0), 2), ((3, 1, 2), 3)]
+)
+def test_exit_code_is_the_worst_cell(codes, expected):
+    cells = [sweep.Cell("m", "llvm", "-", code) for code in codes]
+    assert sweep.exit_code(cells) == expected
+
+
+def test_targets_split_at_commas_outside_json():
+    text = 'llvm, {"kind": "llvm", "mcpu": "znver3"} ,cuda'
+    expected = ["llvm", '{"kind": "llvm", "mcpu": "znver3"}', "cuda"]
+    assert sweep.split_items(text, "--targets") == expected
