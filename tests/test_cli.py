@@ -230,7 +230,7 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
     )
     report = _report(tmp_path)
     assert code == (0 if report["signoff"]["verdict"] == "PASS" else 1)
-    assert report["schema_version"] == 1 and report["data"]["synthetic"] is True
+    assert report["schema_version"] == 2 and report["data"]["synthetic"] is True
     layers = report["layers"]
     assert [la["dtype"] for la in layers] == ["float32"] + ["uint8 x int8 -> int32"] * 2
     assert "first conv" in layers[0]["reason"]
