@@ -8,6 +8,7 @@ is the sha256 of the definition's canonical JSON (sorted keys, no spaces).
 import hashlib
 import json
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__
@@ -16,8 +17,8 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def definition(ctx):
-    """The report's ``definition``: model, weights, data, quantization config, batch size,
-    target, qbench and TVM versions, and their ``digest``.
+    """The report's ``definition``: model, weights, data, preprocessing, quantization
+    config, batch size, target, qbench and TVM versions, and their ``digest``.
 
     Args:
         ctx: the run context of ``pipeline.prepare`` (``opts``, ``model``, ``images``,
@@ -25,8 +26,10 @@ def definition(ctx):
     Returns:
         dict: ``model`` (name), ``weights_digest`` (sha256 hex of the state dict),
         ``data_digest`` (sha256 hex of the decoded calibration then evaluation images, in
-        order), ``quant`` (``QuantConfig.to_dict()``), ``batch_size`` (images),
-        ``target`` (the TVM target dict), ``qbench`` and ``tvm`` (versions), ``digest``.
+        order), ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as a dict:
+        resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
+        ``batch_size`` (images), ``target`` (the TVM target dict), ``qbench`` and ``tvm``
+        (versions), ``digest``.
     """
     import tvm
 
@@ -35,6 +38,8 @@ def definition(ctx):
         "model": ctx["model"].name,
         "weights_digest": ctx["model"].weights_digest,
         "data_digest": ctx["images"].content_digest(tuple(split.calib) + tuple(split.eval)),
+        "input_shape": list(ctx["model"].input_shape),
+        "preprocess": asdict(ctx["model"].preprocess),
         "quant": opts.quant.to_dict(),
         "batch_size": opts.batch_size,
         "target": ctx["target"],

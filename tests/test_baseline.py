@@ -145,13 +145,19 @@ def test_no_baseline_for_the_machine_exits_4(tmp_path, capsys):
     assert "no baseline" in capsys.readouterr().out
 
 
-def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys):
+@pytest.mark.parametrize("damage", ["truncated", "no samples"])
+def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys, damage):
     _saved(tmp_path, _fixture())
     path = _stored(tmp_path)
     damaged = path.read_bytes()[:100]
+    if damage == "no samples":
+        entry = json.loads(path.read_text())
+        del entry["report"]["results"]["tvm_int8"]["latency_samples_ms"]
+        damaged = json.dumps(entry).encode()
     path.write_bytes(damaged)
     assert _compare(tmp_path, _fixture()) == 2
-    assert str(path) in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(path) in err and (damage == "truncated" or "tvm_int8.latency_samples_ms" in err)
     _saved(tmp_path, _fixture(created="2026-11-29T10:00:00+00:00"), "older")
     assert path.read_bytes() == damaged
 

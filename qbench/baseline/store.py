@@ -38,14 +38,47 @@ def load_report(path):
     if path.is_dir():
         path = path / "report.json"
     report = _read_json(path, "report")
+    check_report(report, path, "report")
+    return report
+
+
+REQUIRED = (  # fields every compared report must have, as dotted key paths
+    "created",
+    "environment.cpu",
+    "environment.machine",
+    "environment.threads",
+    "environment.target.kind",
+    "definition.digest",
+    "definition.model",
+)
+RUNNER_KEYS = ("latency", "latency_samples_ms", "metrics")
+
+
+def check_report(report, path, what):
+    """Check that ``report`` (from the file ``path``) has what compare, save and history read.
+
+    Raises:
+        UserError: not a schema >= 2 report, or a field is missing; names ``path``.
+    """
     if not isinstance(report, dict) or "results" not in report:
-        raise UserError(f"{path}: damaged report (no results); valid: a qbench report.json")
-    if report.get("schema_version", 0) < MIN_SCHEMA or "definition" not in report:
+        raise UserError(f"{path}: damaged {what} (no results); valid: a qbench report.json")
+    if not isinstance(report.get("schema_version"), int) or report["schema_version"] < MIN_SCHEMA:
         raise UserError(
             f"{path}: report schema_version {report.get('schema_version')} has no run "
             f"definition; valid: schema_version >= {MIN_SCHEMA} (rerun with this qbench)"
         )
-    return report
+    missing = [name for name in REQUIRED if _get(report, name.split(".")) is None]
+    for runner in ("pytorch_fp32", "tvm_fp32", "tvm_int8"):
+        entry = report["results"].get(runner) or {}
+        missing += [f"results.{runner}.{k}" for k in RUNNER_KEYS if k not in entry]
+    if missing:
+        raise UserError(f"{path}: damaged {what} (missing {', '.join(missing)})")
+
+
+def _get(obj, keys):
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
 
 
 def load_entry(path):
@@ -56,13 +89,13 @@ def load_entry(path):
             as it is.
     """
     entry = _read_json(Path(path), "baseline")
-    if not isinstance(entry, dict) or not isinstance(entry.get("report"), dict):
-        raise UserError(f"{path}: damaged baseline file (no report); left unchanged")
-    if entry.get("store_version") != STORE_VERSION:
+    if not isinstance(entry, dict) or entry.get("store_version") != STORE_VERSION:
+        version = entry.get("store_version") if isinstance(entry, dict) else None
         raise UserError(
-            f"{path}: baseline store_version {entry.get('store_version')}; valid: "
-            f"{STORE_VERSION}; left unchanged"
+            f"{path}: damaged baseline file (store_version {version}; valid: {STORE_VERSION}); "
+            "left unchanged"
         )
+    check_report(entry.get("report"), path, "baseline file")
     return entry
 
 
