@@ -3,6 +3,7 @@ report fields they need on a seconds-long tiny run."""
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ def _definition(calib_mode="percentile"):
     return {**fields, "digest": hashlib.sha256(text.encode()).hexdigest()}
 
 
-def _runner(rng, median_ms, matches=None):
+def _runner(rng, median_ms, matches=None, correct=None):
     samples = (median_ms * rng.lognormal(0, 0.05, N_SAMPLES)).tolist()
     entry = {
         "latency": {"median_ms": float(np.median(samples))},
@@ -37,6 +38,13 @@ def _runner(rng, median_ms, matches=None):
         "metrics": {},
         "per_image": {},
     }
+    if correct is not None:
+        entry["per_image"]["top1_correct"] = correct
+        entry["metrics"].update(
+            top1_accuracy=sum(correct) / N_IMAGES,
+            top1_accuracy_count=sum(correct),
+            top1_accuracy_total=N_IMAGES,
+        )
     if matches is not None:
         entry["per_image"]["top1_match"] = matches
         entry["metrics"].update(
@@ -63,9 +71,9 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
         },
         "definition": _definition(calib_mode),
         "results": {
-            "pytorch_fp32": _runner(rng, 12.0),
-            "tvm_fp32": _runner(rng, 4.0, [1] * N_IMAGES),
-            "tvm_int8": _runner(rng, 2.5, [1] * 38 + [0, 0]),
+            "pytorch_fp32": _runner(rng, 12.0, correct=[1] * 30 + [0] * 10),
+            "tvm_fp32": _runner(rng, 4.0, [1] * N_IMAGES, [1] * 30 + [0] * 10),
+            "tvm_int8": _runner(rng, 2.5, [1] * 38 + [0, 0], [1] * 28 + [0] * 12),
         },
     }
 
@@ -104,7 +112,13 @@ def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
     )
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert {r["verdict"] for r in rows} == {"~", "-"}
-    assert "38/40" in capsys.readouterr().out  # INT8 top-1 agreement, exact counts
+    out = capsys.readouterr().out
+    assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
+    assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
+        "pytorch_fp32",
+        "tvm_fp32",
+        "tvm_int8",
+    }
 
 
 def test_a_slowed_int8_build_is_a_regression(tmp_path, capsys):
@@ -189,7 +203,8 @@ def test_history_lists_stored_runs_oldest_first_and_draws_a_png(tmp_path, capsys
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.index("2026-11-29") < out.index("2026-11-30")
-    assert "95.00 %" in out and "1.6" in out  # 38/40 agreement; speed-up about 4.0 / 2.5
+    # agreement 38/40; accuracy drop 30/40 - 28/40 = 5 points; SQNR 25 dB
+    assert len(re.findall(r"95\.00 %\s+5\.00\s+25\.0\s", out)) == 2
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(png) in out
     assert main([*args[:4], "cuda", "--store", store]) == 2  # no run on that target
 
