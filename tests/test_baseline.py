@@ -38,21 +38,15 @@ def _runner(rng, median_ms, matches=None, correct=None):
         "metrics": {},
         "per_image": {},
     }
-    if correct is not None:
-        entry["per_image"]["top1_correct"] = correct
-        entry["metrics"].update(
-            top1_accuracy=sum(correct) / N_IMAGES,
-            top1_accuracy_count=sum(correct),
-            top1_accuracy_total=N_IMAGES,
-        )
+    pairs = (("top1_correct", "top1_accuracy", correct), ("top1_match", "top1_agreement", matches))
+    for vector, metric, outcomes in pairs:
+        if outcomes is not None:
+            entry["per_image"][vector] = outcomes
+            entry["metrics"][metric] = sum(outcomes) / N_IMAGES
+            entry["metrics"][f"{metric}_count"] = sum(outcomes)
+            entry["metrics"][f"{metric}_total"] = N_IMAGES
     if matches is not None:
-        entry["per_image"]["top1_match"] = matches
-        entry["metrics"].update(
-            top1_agreement=sum(matches) / N_IMAGES,
-            top1_agreement_count=sum(matches),
-            top1_agreement_total=N_IMAGES,
-            sqnr_db=25.0,
-        )
+        entry["metrics"]["sqnr_db"] = 25.0
     return entry
 
 
