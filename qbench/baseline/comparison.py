@@ -15,6 +15,15 @@ from . import stats
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
+COUNTED = ("top1_agreement", "top1_accuracy", "top5_agreement", "top5_accuracy")
+TITLES = {
+    "top1_agreement": "top-1 agreement",
+    "top1_accuracy": "top-1 accuracy",
+    "top5_agreement": "top-5 agreement",
+    "top5_accuracy": "top-5 accuracy",
+    "sqnr_db": "SQNR (dB)",
+    "cosine": "cosine",
+}
 
 
 def definition_differences(report, baseline):
@@ -52,36 +61,36 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
     return {"comparable": True, "differences": [], "rows": rows, "regression": regression}
 
 
+def _row(metric, runner, baseline, new, change=None, p_value=None, verdict=UNTESTED):
+    """One comparison row (see ``compare``); the defaults make an untested row."""
+    return {
+        "metric": metric,
+        "runner": runner,
+        "baseline": baseline,
+        "new": new,
+        "change": change,
+        "p_value": p_value,
+        "verdict": verdict,
+    }
+
+
 def _latency_row(name, base, new, factor, alpha):
     change = stats.latency_change(
         base["latency_samples_ms"], new["latency_samples_ms"], factor, alpha
     )
-    slower = change["ratio"] >= 1
-    return {
-        "metric": "median latency (ms)",
-        "runner": name,
-        "baseline": base["latency"]["median_ms"],
-        "new": new["latency"]["median_ms"],
-        "change": f"{change['ratio']:.3f}x",
-        "p_value": change["p_slower"] if slower else change["p_faster"],
-        "verdict": change["verdict"],
-    }
+    p_value = change["p_slower"] if change["ratio"] >= 1 else change["p_faster"]
+    medians = base["latency"]["median_ms"], new["latency"]["median_ms"]
+    ratio = f"{change['ratio']:.3f}x"
+    return _row("median latency (ms)", name, *medians, ratio, p_value, change["verdict"])
 
 
 def _paired_row(name, base, new, metric, vector, alpha):
-    """A top-1 agreement or accuracy row; None when neither run has the metric."""
+    """A top-1 agreement or accuracy row, tested when both runs have the per-image
+    outcomes; None when neither run has the metric."""
     b, n = base["metrics"], new["metrics"]
     if b.get(metric) is None and n.get(metric) is None:
         return None
-    row = {
-        "metric": metric.replace("_", " ").replace("top1", "top-1"),
-        "runner": name,
-        "baseline": _counts(b, metric),
-        "new": _counts(n, metric),
-        "change": None,
-        "p_value": None,
-        "verdict": UNTESTED,
-    }
+    row = _row(TITLES[metric], name, _counts(b, metric), _counts(n, metric))
     bv, nv = base.get("per_image", {}).get(vector), new.get("per_image", {}).get(vector)
     if bv is not None and nv is not None and len(bv) == len(nv):
         test = stats.paired_change(bv, nv, alpha)
@@ -102,21 +111,9 @@ def _shown_row(name, base, new, metric):
     """A metric shown without a test; None when neither run has it."""
     if base.get(metric) is None and new.get(metric) is None:
         return None
-    a, b = base.get(metric), new.get(metric)
-    if metric in ("top5_agreement", "top5_accuracy"):
-        a, b = _counts(base, metric), _counts(new, metric)
-    return {
-        "metric": metric.replace("_db", " (dB)")
-        .replace("_", " ")
-        .replace("top5", "top-5")
-        .replace("sqnr", "SQNR"),
-        "runner": name,
-        "baseline": a,
-        "new": b,
-        "change": None,
-        "p_value": None,
-        "verdict": UNTESTED,
-    }
+    if metric in COUNTED:
+        return _row(TITLES[metric], name, _counts(base, metric), _counts(new, metric))
+    return _row(TITLES[metric], name, base.get(metric), new.get(metric))
 
 
 def speedup(report):
@@ -126,15 +123,8 @@ def speedup(report):
 
 
 def _speedup_row(baseline, report):
-    return {
-        "metric": "INT8 speed-up over TVM FP32",
-        "runner": "tvm_int8",
-        "baseline": round(speedup(baseline), 3),
-        "new": round(speedup(report), 3),
-        "change": None,
-        "p_value": None,
-        "verdict": UNTESTED,
-    }
+    speedups = round(speedup(baseline), 3), round(speedup(report), 3)
+    return _row("INT8 speed-up over TVM FP32", "tvm_int8", *speedups)
 
 
 def render(result, baseline_path, factor, alpha):
