@@ -167,6 +167,9 @@ def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys,
     err = capsys.readouterr().err
     assert str(path) in err and (damage == "truncated" or "tvm_int8.latency_samples_ms" in err)
     _saved(tmp_path, _fixture(created="2026-11-29T10:00:00+00:00"), "older")
+    store = str(tmp_path / "store")
+    assert main(["baseline", "save", str(tmp_path / "base"), "--store", store]) == 0  # same name
+    assert "already stored" in capsys.readouterr().out
     assert path.read_bytes() == damaged
 
 

@@ -293,10 +293,12 @@ def test_help_lists_every_command_and_the_exit_codes(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "``" not in out  # plain text, no RST markup
-    assert set(_commands()) == {"run", "tune", "layers", "models", "diagnose"}
+    commands = {"run", "tune", "layers", "models", "diagnose", "baseline", "compare", "history"}
+    assert set(_commands()) == commands
     for name in _commands():
         assert re.search(rf"^ +{name} +\w", out, re.M), name  # listed with a one-line help
-    for code, word in [(0, "PASS"), (1, "FAIL"), (2, "usage"), (3, "internal"), (130, "interr")]:
+    codes = [(0, "PASS"), (1, "FAIL"), (2, "usage"), (3, "internal"), (4, "baseline")]
+    for code, word in [*codes, (130, "interr")]:
         assert re.search(rf"^ +{code} +.*{word}", out, re.M), code
 
 

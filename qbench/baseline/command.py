@@ -16,9 +16,11 @@ def add_commands(command):
     """Add ``baseline``, ``compare`` and ``history`` through ``command(name, help)`` (the CLI's
     sub-parser factory)."""
     b = command("baseline", "keep accepted runs as baselines in a store (a folder)")
-    action = b.add_subparsers(dest="action", required=True, metavar="ACTION")
+    action = b.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="save: store a report (required)"
+    )
     s = action.add_parser("save", help="store a report as a baseline")
-    s.add_argument("report", help="a report.json or its folder")
+    s.add_argument("report", help="a report.json or its folder (required)")
     _add_store(s)
     c = command(
         "compare",
@@ -26,15 +28,18 @@ def add_commands(command):
         "metric, with significance; exit 1 on a regression, 4 when there is no comparable "
         "baseline",
     )
-    c.add_argument("report", help="a report.json or its folder")
+    c.add_argument("report", help="a report.json or its folder (required)")
     where = c.add_mutually_exclusive_group()
     _add_store(where)
-    where.add_argument("--baseline", help="compare with this report.json (or folder) instead")
+    where.add_argument(
+        "--baseline",
+        help="compare with this report.json (or folder) (default: the newest stored baseline)",
+    )
     c.add_argument(
         "--factor", type=float, default=1.10, help="latency ratio of medians that may count, > 1"
     )
     c.add_argument("--alpha", type=float, default=0.01, help="significance level, in (0, 1)")
-    c.add_argument("--json", help="also write the comparison as JSON to this file")
+    c.add_argument("--json", help="also write the comparison as JSON to this file (default: none)")
     h = command("history", "stored baselines of a model and target over time: a table and a PNG")
     h.add_argument("--model", required=True, help="model name as in its reports")
     h.add_argument("--target", required=True, help="target kind (llvm) or a JSON target dict")
@@ -49,8 +54,8 @@ def _add_store(parser):
 def run_baseline(args):
     """``qbench baseline save REPORT``: store it; prints the file. Returns the exit code."""
     report = store.load_report(args.report)
-    path = store.save(report, args.store, source=args.report)
-    print(f"baseline saved: {path}")
+    path, written = store.save(report, args.store, source=args.report)
+    print(f"baseline saved: {path}" if written else f"baseline already stored, unchanged: {path}")
     return EXIT_OK
 
 

@@ -129,16 +129,20 @@ def _slug(text):
 
 
 def save(report, store, source=None):
-    """Store ``report`` as a baseline; returns the file written (a ``Path``).
+    """Store ``report`` as a baseline.
 
-    The file name comes from the report's ``created`` time and definition digest, so saving
-    the same report twice writes the same file with the same contents.
+    The file name comes from the report's ``created`` time and definition digest, so a
+    report saved before is not written again (nor is a damaged file of that name replaced).
+
+    Returns:
+        (the file, a ``Path``; True when written now, False when it was already there).
     """
     k = key(report)
     created = dt.datetime.fromisoformat(report["created"]).strftime("%Y%m%dT%H%M%S")
-    path = (
-        Path(store) / k["machine"] / k["model"] / k["target"] / f"{created}-{k['digest'][:12]}.json"
-    )
+    folder = Path(store) / k["machine"] / k["model"] / k["target"]
+    path = folder / f"{created}-{k['digest'][:12]}.json"
+    if path.exists():
+        return path, False
     entry = {
         "store_version": STORE_VERSION,
         "key": k,
@@ -147,7 +151,7 @@ def save(report, store, source=None):
         "report": report,
     }
     write_text(path, to_json(entry))
-    return path
+    return path, True
 
 
 def runs(store, machine=None, model=None, target=None):
