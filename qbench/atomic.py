@@ -14,12 +14,17 @@ def write_text(path, text):
         path: destination file; its parent folders are created.
         text: the full contents, str.
     """
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    """Write ``data`` (bytes, e.g. a PNG) to ``path`` atomically, as ``write_text``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, _umask_mode(0o666))
         os.replace(tmp, path)
     except BaseException:

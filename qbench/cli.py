@@ -60,10 +60,13 @@ for sign-off. Example:
 
 EPILOG = """\
 exit codes:
-  0    success; for run: sign-off PASS (sweep: every cell PASSes)
-  1    sign-off FAIL (run; sweep: see `qbench sweep --help`)
+  0    success; for run: sign-off PASS (sweep: every cell PASSes); for compare: no
+       regression
+  1    sign-off FAIL (run; sweep: see `qbench sweep --help`); a regression (compare)
   2    usage or input error (one line names the problem and the valid choices)
   3    internal error (a bug in qbench or TVM; the traceback is printed)
+  4    compare: no comparable baseline (none stored for the machine, model and
+       target, or its run definition differs: "not comparable")
   130  interrupted (Ctrl-C)
 
 Progress goes to stderr, one line per stage ("[qbench] import to Relax: 12.3 s");
@@ -136,6 +139,9 @@ def _parser():
         "calibrating or building, to write --skip-layers",
     )
     _add_model_options(la)
+    from .baseline.command import add_commands
+
+    add_commands(command)
     m = command("models", "list registered models and whether their weights are available offline")
     m.add_argument("pattern", nargs="?", default="*", help="shell pattern, e.g. 'resnet*'")
     m.add_argument(
@@ -703,6 +709,17 @@ def main(argv=None):
         return _dispatch(args)
 
 
+def _baseline_commands(args):
+    """The handlers of ``baseline``, ``compare`` and ``history`` (see ``qbench.baseline``)."""
+    from .baseline import command
+
+    return {
+        "baseline": lambda: command.run_baseline(args),
+        "compare": lambda: command.run_compare(args),
+        "history": lambda: command.run_history(args),
+    }
+
+
 def _dispatch(args):
     """Run the parsed command and map its outcome to an exit code."""
     try:
@@ -713,6 +730,7 @@ def _dispatch(args):
             "diagnose": lambda: _diagnose(args),
             "sweep": lambda: _sweep(args),
             "tune": lambda: _tune(args),
+            **_baseline_commands(args),
         }
         return commands[args.command]()
     except QBenchError as e:

@@ -118,3 +118,25 @@ def with_counts(metrics, logits_shape):
             metrics[f"{key}_count"] = round(metrics[key] * total)
             metrics[f"{key}_total"] = total
     return metrics
+
+
+def per_image(ref, out, labels=None):
+    """Per-image 0/1 outcomes in evaluation order, for paired tests (McNemar).
+
+    Args:
+        ref: PyTorch reference logits (N, K); ``out`` is ``ref`` itself for PyTorch.
+        out: a runner's logits (N, K).
+        labels: integer labels (N,), or None for unlabelled data.
+    Returns:
+        dict: ``top1_match`` (list of N ints, 1 where ``out``'s top-1 class is ``ref``'s),
+        absent when ``out is ref``; ``top1_correct`` (1 where the top-1 class is the label)
+        when labelled. Both are all 0 when ``out`` holds NaN or infinity (as
+        ``compare_logits``, which then reports no agreement).
+    """
+    top1 = out.argmax(1) if np.isfinite(out).all() else np.full(len(out), -1)
+    result = {}
+    if out is not ref:
+        result["top1_match"] = (top1 == ref.argmax(1)).astype(int).tolist()
+    if labels is not None:
+        result["top1_correct"] = (top1 == np.asarray(labels)).astype(int).tolist()
+    return result

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from . import build, data, frontend, graph, speed, targets, timing, tuning, zoo
 from .atomic import check_writable
 from .calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
-from .compare import accuracy_metrics, compare_logits, latency_stats
+from .compare import accuracy_metrics, compare_logits, latency_stats, per_image
 from .errors import UserError
 from .kernels import select
 from .progress import random_weights_warning, say, stage
@@ -380,5 +380,6 @@ def _results(runners, logits, labels, latency):
             entry["metrics"]["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
         else:
             entry["metrics"] = compare_logits(ref, logits[r.name], labels)
+        entry["per_image"] = per_image(ref, logits[r.name], labels)
         results[r.name] = entry
     return results

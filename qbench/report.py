@@ -2,6 +2,12 @@
 
 ``report.json`` carries ``schema_version``; ``report.md`` and the console show tabulate tables.
 Both files are written atomically under ``reports/<timestamp>-<model>-<target>/``.
+
+Schema versions: 2 added ``definition`` (what defines the run, with its sha256 ``digest``;
+see ``provenance.definition``), ``environment.qbench_commit`` and, per runner,
+``results[name]["per_image"]`` (0/1 lists in evaluation order: ``top1_match`` with
+PyTorch's top-1 for the TVM runners, ``top1_correct`` against the label when labelled), which
+``qbench compare`` needs for its paired tests. 1: the first layout.
 """
 
 import datetime as dt
@@ -16,8 +22,9 @@ from tabulate import tabulate
 from . import __version__
 from .atomic import to_json, write_folder
 from .graph import op_counts
+from .provenance import definition, qbench_commit
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RUNNER_TITLES = {
     "pytorch_fp32": "PyTorch FP32 (eager)",
     "tvm_fp32": "TVM FP32",
@@ -31,6 +38,7 @@ def environment(target, threads):
 
     return {
         "qbench": __version__,
+        "qbench_commit": qbench_commit(),
         "tvm": tvm.__version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -70,6 +78,7 @@ def build_report(ctx, results, wall_s):
         "schema_version": SCHEMA_VERSION,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment(ctx["target"], opts.threads),
+        "definition": definition(ctx),
         "model": {
             "name": model.name,
             "weights": model.weights,

@@ -230,7 +230,7 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
     )
     report = _report(tmp_path)
     assert code == (0 if report["signoff"]["verdict"] == "PASS" else 1)
-    assert report["schema_version"] == 1 and report["data"]["synthetic"] is True
+    assert report["schema_version"] == 2 and report["data"]["synthetic"] is True
     layers = report["layers"]
     assert [la["dtype"] for la in layers] == ["float32"] + ["uint8 x int8 -> int32"] * 2
     assert "first conv" in layers[0]["reason"]
@@ -295,10 +295,13 @@ def test_help_lists_every_command_and_the_exit_codes(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "``" not in out  # plain text, no RST markup
-    assert set(_commands()) == {"run", "tune", "layers", "models", "diagnose", "sweep"}
+    commands = {"run", "tune", "layers", "models", "diagnose", "sweep"}
+    commands |= {"baseline", "compare", "history"}
+    assert set(_commands()) == commands
     for name in _commands():
         assert re.search(rf"^ +{name} +\w", out, re.M), name  # listed with a one-line help
-    for code, word in [(0, "PASS"), (1, "FAIL"), (2, "usage"), (3, "internal"), (130, "interr")]:
+    codes = [(0, "PASS"), (1, "FAIL"), (2, "usage"), (3, "internal"), (4, "baseline")]
+    for code, word in [*codes, (130, "interr")]:
         assert re.search(rf"^ +{code} +.*{word}", out, re.M), code
 
 

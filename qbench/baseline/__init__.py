@@ -1,0 +1,7 @@
+"""Baselines: keep accepted runs (``store``), compare a run with one (``stats``,
+``comparison``), and show stored runs over time (``history``); ``command`` holds the CLI.
+
+After asv (airspeed velocity): results stored per machine as versioned JSON with their raw
+samples; a change counts only past a ratio factor and when statistically significant; a
+changed definition is "not comparable".
+"""

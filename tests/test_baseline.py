@@ -1,0 +1,244 @@
+"""Baseline store, ``qbench compare`` and ``qbench history`` on fixture reports, and the
+report fields they need on a seconds-long tiny run."""
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import pytest
+from test_cli import C06_MODEL, _report, _run
+
+from qbench.cli import main
+from qbench.compare import per_image
+
+N_IMAGES, N_SAMPLES = 40, 30
+
+
+def _definition(calib_mode="percentile"):
+    fields = {
+        "model": "tiny",
+        "weights_digest": "ab" * 32,
+        "data_digest": "cd" * 32,
+        "quant": {"calib_mode": calib_mode, "per_channel": True},
+        "batch_size": 1,
+        "target": {"kind": "llvm", "num-cores": 2},
+        "qbench": "0.1.0",
+        "tvm": "0.27.0.post1",
+    }
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return {**fields, "digest": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def _runner(rng, median_ms, matches=None, correct=None):
+    samples = (median_ms * rng.lognormal(0, 0.05, N_SAMPLES)).tolist()
+    entry = {
+        "latency": {"median_ms": float(np.median(samples))},
+        "latency_samples_ms": samples,
+        "metrics": {},
+        "per_image": {},
+    }
+    pairs = (("top1_correct", "top1_accuracy", correct), ("top1_match", "top1_agreement", matches))
+    for vector, metric, outcomes in pairs:
+        if outcomes is not None:
+            entry["per_image"][vector] = outcomes
+            entry["metrics"][metric] = sum(outcomes) / N_IMAGES
+            entry["metrics"][f"{metric}_count"] = sum(outcomes)
+            entry["metrics"][f"{metric}_total"] = N_IMAGES
+    if matches is not None:
+        entry["metrics"]["sqnr_db"] = 25.0
+    return entry
+
+
+def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile"):
+    """A schema-2 report holding only what compare, save and history read."""
+    rng = np.random.default_rng(seed)
+    return {
+        "schema_version": 2,
+        "created": created,
+        "environment": {
+            "cpu": "AMD EPYC",
+            "machine": "x86_64",
+            "threads": 2,
+            "target": {"kind": "llvm", "num-cores": 2},
+            "qbench_commit": "0123456789abcdef0123456789abcdef01234567",
+        },
+        "definition": _definition(calib_mode),
+        "results": {
+            "pytorch_fp32": _runner(rng, 12.0, correct=[1] * 30 + [0] * 10),
+            "tvm_fp32": _runner(rng, 4.0, [1] * N_IMAGES, [1] * 30 + [0] * 10),
+            "tvm_int8": _runner(rng, 2.5, [1] * 38 + [0, 0], [1] * 28 + [0] * 12),
+        },
+    }
+
+
+def _write(tmp_path, name, report):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "report.json").write_text(json.dumps(report))
+    return folder
+
+
+def _stored(tmp_path):
+    (path,) = (tmp_path / "store").rglob("*.json")
+    return path
+
+
+def _saved(tmp_path, report, name="base"):
+    folder = _write(tmp_path, name, report)
+    assert main(["baseline", "save", str(folder), "--store", str(tmp_path / "store")]) == 0
+    return folder
+
+
+def _compare(tmp_path, report, *extra):
+    new = _write(tmp_path, "new", report)
+    return main(["compare", str(new), "--store", str(tmp_path / "store"), *extra])
+
+
+def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
+    report = _fixture()
+    folder = _saved(tmp_path, report)
+    stored = json.loads(_stored(tmp_path).read_text())
+    assert stored["report"] == report and stored["key"]["digest"] == report["definition"]["digest"]
+    out_json = str(tmp_path / "c.json")
+    assert (
+        main(["compare", str(folder), "--store", str(tmp_path / "store"), "--json", out_json]) == 0
+    )
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert {r["verdict"] for r in rows} == {"~", "-"}
+    out = capsys.readouterr().out
+    assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
+    assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
+        "pytorch_fp32",
+        "tvm_fp32",
+        "tvm_int8",
+    }
+
+
+def test_a_slowed_int8_build_is_a_regression(tmp_path, capsys):
+    _saved(tmp_path, _fixture())
+    slowed = _fixture()
+    int8 = slowed["results"]["tvm_int8"]
+    int8["latency_samples_ms"] = [1.5 * s for s in int8["latency_samples_ms"]]
+    int8["latency"]["median_ms"] *= 1.5
+    assert _compare(tmp_path, slowed, "--json", str(tmp_path / "c.json")) == 1
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    flagged = [(r["metric"], r["runner"]) for r in rows if r["verdict"] == "regression"]
+    assert flagged == [("median latency (ms)", "tvm_int8")]
+    (latency,) = [r for r in rows if r["runner"] == "tvm_int8" and "latency" in r["metric"]]
+    assert latency["change"] == "1.500x"  # every sample x1.5: the medians' ratio is 1.5
+
+
+def test_twelve_images_lost_in_agreement_is_a_regression(tmp_path):
+    _saved(tmp_path, _fixture())
+    worse = _fixture()
+    int8 = worse["results"]["tvm_int8"]
+    int8["per_image"]["top1_match"] = [0] * 12 + [1] * 26 + [0, 0]  # 12 lost, none gained
+    int8["metrics"].update(top1_agreement=26 / 40, top1_agreement_count=26)
+    assert _compare(tmp_path, worse) == 1
+
+
+def test_another_calibration_mode_is_not_comparable(tmp_path, capsys):
+    _saved(tmp_path, _fixture())
+    assert _compare(tmp_path, _fixture(calib_mode="max")) == 4
+    out = capsys.readouterr().out
+    assert "not comparable" in out and "differs in: quant" in out
+
+
+def test_no_baseline_for_the_machine_exits_4(tmp_path, capsys):
+    _saved(tmp_path, _fixture())
+    other = _fixture()
+    other["environment"]["threads"] = 8
+    assert _compare(tmp_path, other) == 4
+    assert "no baseline" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no samples"])
+def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys, damage):
+    _saved(tmp_path, _fixture())
+    path = _stored(tmp_path)
+    damaged = path.read_bytes()[:100]
+    if damage == "no samples":
+        entry = json.loads(path.read_text())
+        del entry["report"]["results"]["tvm_int8"]["latency_samples_ms"]
+        damaged = json.dumps(entry).encode()
+    path.write_bytes(damaged)
+    assert _compare(tmp_path, _fixture()) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and (damage == "truncated" or "tvm_int8.latency_samples_ms" in err)
+    _saved(tmp_path, _fixture(created="2026-11-29T10:00:00+00:00"), "older")
+    store = str(tmp_path / "store")
+    assert main(["baseline", "save", str(tmp_path / "base"), "--store", store]) == 0  # same name
+    assert "already stored" in capsys.readouterr().out
+    assert path.read_bytes() == damaged
+
+
+@pytest.mark.parametrize("damage", ["missing", "not json", "schema 1"])
+def test_a_bad_report_exits_2_naming_the_file(tmp_path, capsys, damage):
+    folder = tmp_path / "rep"
+    folder.mkdir()
+    if damage == "not json":
+        (folder / "report.json").write_text('{"results": ')
+    elif damage == "schema 1":
+        (folder / "report.json").write_text(json.dumps({"schema_version": 1, "results": {}}))
+    assert main(["compare", str(folder), "--store", str(tmp_path / "store")]) == 2
+    assert str(folder / "report.json") in capsys.readouterr().err
+
+
+def test_compare_with_an_explicit_baseline_report(tmp_path):
+    base = _write(tmp_path, "base", _fixture(seed=1))
+    new = _write(tmp_path, "new", _fixture(seed=2))
+    assert main(["compare", str(new), "--baseline", str(base)]) == 0
+
+
+def test_history_lists_stored_runs_oldest_first_and_draws_a_png(tmp_path, capsys):
+    _saved(tmp_path, _fixture(created="2026-11-30T10:00:00+00:00"), "b")
+    _saved(tmp_path, _fixture(created="2026-11-29T10:00:00+00:00"), "a")
+    png = tmp_path / "h.png"
+    store = str(tmp_path / "store")
+    args = ["history", "--model", "tiny", "--target", "llvm", "--store", store, "--png", str(png)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.index("2026-11-29") < out.index("2026-11-30")
+    # agreement 38/40; accuracy drop 30/40 - 28/40 = 5 points; SQNR 25 dB
+    assert len(re.findall(r"95\.00 %\s+5\.00\s+25\.0\s", out)) == 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(png) in out
+    assert main([*args[:4], "cuda", "--store", store]) == 2  # no run on that target
+
+
+def test_per_image_outcomes_on_hand_made_logits():
+    ref = np.array([[0.0, 1.0], [2.0, 0.0], [0.0, 3.0]])
+    out = np.array([[0.0, 2.0], [0.0, 1.0], [1.0, 0.0]])
+    labels = np.array([1, 1, 0])
+    assert per_image(ref, out, labels) == {"top1_match": [1, 0, 0], "top1_correct": [1, 1, 1]}
+    assert per_image(ref, ref, labels) == {"top1_correct": [1, 0, 0]}  # PyTorch itself
+    nan = out.copy()
+    nan[0, 0] = np.nan  # non-finite logits agree with nothing, as compare_logits says
+    assert per_image(ref, nan, labels) == {"top1_match": [0] * 3, "top1_correct": [0] * 3}
+
+
+def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
+    model_file = tmp_path / "models.py"
+    model_file.write_text(C06_MODEL)
+    args = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "4"]
+    args += ["--eval-size", "6", "--batch-size", "1", "--threads", "1"]
+    assert _run(tmp_path, *args) in (0, 1)
+    report = _report(tmp_path)
+    definition = dict(report["definition"])
+    digest = definition.pop("digest")
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    assert digest == hashlib.sha256(canonical.encode()).hexdigest()
+    assert definition["quant"]["calib_mode"] == "percentile" and definition["batch_size"] == 1
+    assert set(definition) >= {"weights_digest", "data_digest", "target", "qbench", "tvm"}
+    commit = report["environment"]["qbench_commit"]
+    assert commit is None or len(commit.removesuffix("-dirty")) == 40
+    for name in ("tvm_fp32", "tvm_int8"):
+        match = report["results"][name]["per_image"]["top1_match"]
+        assert (
+            len(match) == 6
+            and sum(match) == report["results"][name]["metrics"]["top1_agreement_count"]
+        )
+    (folder,) = (tmp_path / "rep").iterdir()
+    store = str(tmp_path / "store")
+    assert main(["baseline", "save", str(folder), "--store", store]) == 0
+    assert main(["compare", str(folder), "--store", store]) == 0
