@@ -105,7 +105,7 @@ def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
         main(["compare", str(folder), "--store", str(tmp_path / "store"), "--json", out_json]) == 0
     )
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
-    assert {r["verdict"] for r in rows} == {"~", "-"}
+    assert {r["verdict"] for r in rows} == {"~", "-", "control"}
     out = capsys.readouterr().out
     assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
     assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
@@ -123,10 +123,32 @@ def test_a_slowed_int8_build_is_a_regression(tmp_path, capsys):
     int8["latency"]["median_ms"] *= 1.5
     assert _compare(tmp_path, slowed, "--json", str(tmp_path / "c.json")) == 1
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
-    flagged = [(r["metric"], r["runner"]) for r in rows if r["verdict"] == "regression"]
-    assert flagged == [("median latency (ms)", "tvm_int8")]
-    (latency,) = [r for r in rows if r["runner"] == "tvm_int8" and "latency" in r["metric"]]
+    flagged = {(r["metric"], r["runner"]) for r in rows if r["verdict"] == "regression"}
+    assert flagged == {
+        ("median latency (ms)", "tvm_int8"),
+        ("latency ratio / TVM FP32", "tvm_int8"),
+        ("latency ratio / PyTorch FP32 (eager)", "tvm_int8"),
+    }
+    (latency,) = [r for r in rows if r["runner"] == "tvm_int8" and "median" in r["metric"]]
     assert latency["change"] == "1.500x"  # every sample x1.5: the medians' ratio is 1.5
+
+
+def test_a_rerun_on_a_loaded_machine_is_no_regression(tmp_path):
+    """Load slows every runner of a timing round alike (here x1.8 for all samples): the
+    per-round ratios do not move, and the absolute medians are not judged because the
+    control (PyTorch eager) moved too."""
+    _saved(tmp_path, _fixture())
+    loaded = _fixture()
+    for entry in loaded["results"].values():
+        entry["latency_samples_ms"] = [1.8 * s for s in entry["latency_samples_ms"]]
+        entry["latency"]["median_ms"] *= 1.8
+    assert _compare(tmp_path, loaded, "--json", str(tmp_path / "c.json")) == 0
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    ratios = [r for r in rows if r["metric"].startswith("latency ratio")]
+    assert len(ratios) == 3 and all(r["change"] == "1.000x" for r in ratios)
+    absolute = [r for r in rows if r["metric"] == "median latency (ms)"]
+    assert len(absolute) == 3
+    assert all(r["verdict"].startswith("not judged: machine load changed") for r in absolute)
 
 
 def test_twelve_images_lost_in_agreement_is_a_regression(tmp_path):

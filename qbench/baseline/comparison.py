@@ -1,18 +1,27 @@
 """``qbench compare``: every metric of a run against a baseline run, with a verdict each.
 
-Latency: ratio of medians and Mann-Whitney U on the raw samples (``stats.latency_change``).
+Latency is judged on the ratios of runners timed in the same rounds (TVM INT8 / TVM FP32,
+TVM FP32 / PyTorch, TVM INT8 / PyTorch: one per-round ratio per sample, ``timing.interleaved``):
+load on the machine slows every runner of a round alike, so it cancels there. Each ratio:
+ratio of medians and Mann-Whitney U on the per-round ratios (``stats.latency_change``). The
+absolute medians are shown with the same test, and judged only while PyTorch eager, the
+control (qbench does not change it), kept its speed: a significant change of the control
+means the machine's load changed, and the absolute rows then say so instead of a verdict.
 Top-1 agreement and top-1 accuracy: exact counts and McNemar's exact test on the per-image
 outcomes (``stats.paired_change``). Top-5, SQNR, cosine and the speed-up are shown without a
 test (verdict ``-``): the report holds no per-image data for them. Two runs whose definition
 digests differ are "not comparable" (asv), and the definition fields that differ are listed.
 """
 
+import numpy as np
 from tabulate import tabulate
 
 from ..report import RUNNER_TITLES
 from . import stats
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
+CONTROL = "pytorch_fp32"
+RATIOS = (("tvm_int8", "tvm_fp32"), ("tvm_fp32", CONTROL), ("tvm_int8", CONTROL))
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
 COUNTED = ("top1_agreement", "top1_accuracy", "top5_agreement", "top5_accuracy")
@@ -47,12 +56,13 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
     differences = definition_differences(report, baseline)
     if report["definition"]["digest"] != baseline["definition"]["digest"] or differences:
         return {"comparable": False, "differences": differences, "rows": [], "regression": False}
-    rows = []
+    rows = _ratio_rows(baseline["results"], report["results"], factor, alpha)
+    load = _load_change(baseline["results"], report["results"], factor, alpha)
     for name, entry in report["results"].items():
         base = baseline["results"].get(name)
         if base is None:
             continue
-        rows.append(_latency_row(name, base, entry, factor, alpha))
+        rows.append(_latency_row(name, base, entry, factor, alpha, load))
         rows += [_paired_row(name, base, entry, m, v, alpha) for m, v in PAIRED]
         rows += [_shown_row(name, base["metrics"], entry["metrics"], m) for m in SHOWN]
     rows = [r for r in rows if r is not None]
@@ -74,14 +84,57 @@ def _row(metric, runner, baseline, new, change=None, p_value=None, verdict=UNTES
     }
 
 
-def _latency_row(name, base, new, factor, alpha):
+def _load_change(base, new, factor, alpha):
+    """The control's (PyTorch eager's) latency change when it is significant (the machine's
+    load changed between the runs), else None."""
+    if CONTROL not in base or CONTROL not in new:
+        return None
+    samples = base[CONTROL]["latency_samples_ms"], new[CONTROL]["latency_samples_ms"]
+    change = stats.latency_change(*samples, factor, alpha)
+    return None if change["verdict"] == stats.SAME else change
+
+
+def _latency_row(name, base, new, factor, alpha, load):
+    """Absolute median latency; the control's row, and every row while the control moved
+    (``load``), carry a note instead of a verdict."""
     change = stats.latency_change(
         base["latency_samples_ms"], new["latency_samples_ms"], factor, alpha
     )
-    p_value = change["p_slower"] if change["ratio"] >= 1 else change["p_faster"]
+    verdict = change["verdict"]
+    if load is not None:
+        verdict = f"not judged: machine load changed (PyTorch x{load['ratio']:.2f})"
+    elif name == CONTROL:
+        verdict = "control"  # unchanged: a change would have set ``load``
     medians = base["latency"]["median_ms"], new["latency"]["median_ms"]
-    ratio = f"{change['ratio']:.3f}x"
-    return _row("median latency (ms)", name, *medians, ratio, p_value, change["verdict"])
+    return _change_row("median latency (ms)", name, medians, change, verdict)
+
+
+def _ratio_rows(base, new, factor, alpha):
+    """One row per runner ratio of ``RATIOS`` both runs timed: the per-round ratios of the
+    baseline against this run's (``round_ratios``), judged by ``stats.latency_change``."""
+    rows = []
+    for num, den in RATIOS:
+        if not all(k in r for k in (num, den) for r in (base, new)):
+            continue
+        b, n = round_ratios(base, num, den), round_ratios(new, num, den)
+        change = stats.latency_change(b, n, factor, alpha)
+        medians = round(float(np.median(b)), 4), round(float(np.median(n)), 4)
+        metric = f"latency ratio / {RUNNER_TITLES.get(den, den)}"
+        rows.append(_change_row(metric, num, medians, change, change["verdict"]))
+    return rows
+
+
+def round_ratios(results, num, den):
+    """Per-round latency ratios ``num / den`` (float64 (R,)): sample i of both runners
+    comes from timing round i (``timing.interleaved``)."""
+    a = np.asarray(results[num]["latency_samples_ms"], np.float64)
+    b = np.asarray(results[den]["latency_samples_ms"], np.float64)
+    return a / b
+
+
+def _change_row(metric, runner, values, change, verdict):
+    p_value = change["p_slower"] if change["ratio"] >= 1 else change["p_faster"]
+    return _row(metric, runner, *values, f"{change['ratio']:.3f}x", p_value, verdict)
 
 
 def _paired_row(name, base, new, metric, vector, alpha):
@@ -148,8 +201,10 @@ def render(result, baseline_path, factor, alpha):
     ]
     heads = ["metric", "runner", "baseline", "this run", "change", "p-value", "verdict"]
     rules = (
-        f"latency: regression/improvement when the ratio of medians passes {factor} (or "
-        f"1/{factor}) and one-sided Mann-Whitney U p < {alpha}; top-1 agreement/accuracy: "
+        f"latency ratios (runners timed in the same rounds, so load cancels) and absolute "
+        f"medians: regression/improvement when the ratio of medians passes {factor} (or "
+        f"1/{factor}) and one-sided Mann-Whitney U p < {alpha}; absolute medians are not "
+        f"judged while PyTorch eager (the control) moved; top-1 agreement/accuracy: "
         f"McNemar exact test p < {alpha}; '~' no significant change; '-' not tested"
     )
     table = tabulate(rows, heads, tablefmt="simple", disable_numparse=True)
