@@ -111,6 +111,13 @@ def _parser():
     )
     _add_run_options(r)
     _add_fallback_options(r)
+    r.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="add qbench diagnose's per-layer tables (SQNR, cosine, max abs error, clipped "
+        "fraction; W8A32, W32A8; sensitivity ranking) and the input histograms of the most "
+        "sensitive layers to the report (costs about a qbench diagnose)",
+    )
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
     r.add_argument(
         "--policy",
@@ -453,6 +460,7 @@ def _options(args):
     target = getattr(args, "accuracy_target", None)
     tune["holdout_size"] = args.holdout_size if target is not None else 0
     tune["accuracy_target"] = target
+    tune["diagnose"] = getattr(args, "diagnose", False)
     limits, policy = _limits(args)
     return RunOptions(
         quant=quant, policy=policy, **tune, **limits, **{f: getattr(args, f) for f in fields}
@@ -485,10 +493,11 @@ def _run(args):
     from .report import render_console, write_reports
 
     opts = _options(args)
-    report = run(opts)
+    attachments = {}
+    report = run(opts, attachments)
     with stage("report"):
         print(render_console(report))
-        out = write_reports(report, opts.reports_dir)
+        out = write_reports(report, opts.reports_dir, attachments)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}  {out / 'report.html'}")
     return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
 

@@ -5,6 +5,7 @@ latency distributions and, after ``--accuracy-target``, the diagnosis' per-layer
 Keys a report lacks (an older or newer schema) are skipped, never an error.
 """
 
+import base64
 import re
 from html import escape
 
@@ -39,7 +40,7 @@ h3 { font-size: 1.05em; margin-top: 1.2em; }
 tr:nth-child(even) td { background: #fafafa; }
 ul.summary li { margin: 0.15em 0; }
 .note, .env { color: #555; font-size: 0.88em; }
-svg { max-width: 100%; height: auto; }
+svg, img { max-width: 100%; height: auto; }
 @media print {
   body { margin: 0; max-width: none; font-size: 11px; }
   .verdict, table, svg { break-inside: avoid; }
@@ -48,11 +49,13 @@ svg { max-width: 100%; height: auto; }
 """
 
 
-def render_html(report):
+def render_html(report, attachments=None):
     """The whole page, str (UTF-8 text; every report value is HTML-escaped).
 
     Args:
         report: the report dict (``report.build_report`` plus ``signoff``).
+        attachments: {file name: bytes} written beside it; the diagnosis' PNGs among them
+            are embedded (base64 ``data:`` images), so the page stays self-contained.
     """
     title = f"qbench report: {report['model']['name']} on {report['environment']['target']['kind']}"
     body = [f"<h1>{escape(title)}</h1>", verdict_block(report["signoff"])]
@@ -69,7 +72,7 @@ def render_html(report):
     )
     body += _section("Sign-off", _table(signoff))
     body += _section("Layers", _table(layer_table(report, "html")))
-    body += diagnosis_parts(report.get("diagnosis"))
+    body += diagnosis_parts(report.get("diagnosis"), attachments or {})
     body.append(f'<p class="env">{_text(environment_line(report["environment"]))}</p>')
     body.append(f'<p class="env">Wall time: {report["wall_time_s"]} s</p>')
     return (
@@ -97,21 +100,31 @@ def verdict_block(signoff):
     )
 
 
-def diagnosis_parts(diagnosis):
-    """The diagnosis' summary, its most sensitive layers and the per-layer SQNR plot; nothing
-    without a diagnosis."""
+def diagnosis_parts(diagnosis, attachments):
+    """The diagnosis' summary, its most sensitive layers, their input histograms (the PNGs
+    of ``attachments`` the diagnosis names) and the per-layer SQNR plot; nothing without a
+    diagnosis."""
     from .diagnose.report import TOP, sensitive_table, summary
+    from .report import diagnosis_title
 
     if not diagnosis:
         return []
     svg = figures.diagnosis_svg(diagnosis)
+    pngs = [attachments[n] for n in diagnosis.get("plots", []) if n in attachments]
     return _section(
-        "Diagnosis and FP32 fallback",
+        diagnosis_title(diagnosis),
         _list(summary(diagnosis), "summary"),
         f"<h3>The {TOP} most sensitive layers</h3>",
         _table(sensitive_table(diagnosis, "html")),
+        *(_png(png, "input histogram") for png in pngs),
         svg and f"<h3>Output SQNR of every INT8 layer</h3>\n{svg}",
     )
+
+
+def _png(data, alt):
+    """An ``<img>`` holding ``data`` (PNG bytes) as a base64 ``data:`` URI."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
 def _section(heading, *parts):

@@ -66,6 +66,7 @@ class RunOptions:
     tune_graphs: tuple = ("fp32", "int8")
     holdout_size: int = 0  # images beyond calibration and evaluation (the fallback's)
     accuracy_target: float = None  # top-1 agreement the FP32 fallback must reach, or None
+    diagnose: bool = False  # per-layer diagnosis and input histograms in the report
     quant: QuantConfig = field(default_factory=QuantConfig)
     policy: dict = None  # the --policy file applied (``policy.applied``), or None
 
@@ -150,15 +151,18 @@ def _int8_rewrite(ctx):
     return f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
 
 
-def _with_fallback(ctx):
-    """Diagnose, choose the FP32 fallback for ``opts.accuracy_target`` (``qbench
-    diagnose``'s), and rewrite the INT8 graph with those layers in FP32 (sets
-    ``diagnosis``)."""
+def _diagnosed(ctx, attachments):
+    """Diagnose every INT8 layer (``qbench diagnose``'s) and, with ``opts.accuracy_target``,
+    rewrite the INT8 graph with the fallback's layers in FP32 (sets ``diagnosis``). With
+    ``opts.diagnose`` the input histograms of the most sensitive layers ({file name: PNG
+    bytes}) go into ``attachments`` (a dict, or None to drop them)."""
     from .diagnose.command import diagnose_ctx
 
     opts = ctx["opts"]
-    ctx["diagnosis"], _ = diagnose_ctx(ctx, opts.accuracy_target, plots=False)
-    kept = tuple(ctx["diagnosis"]["fallback"]["kept_fp32"])
+    ctx["diagnosis"], pngs = diagnose_ctx(ctx, opts.accuracy_target, plots=opts.diagnose)
+    if attachments is not None:
+        attachments.update(pngs)
+    kept = tuple(ctx["diagnosis"].get("fallback", {}).get("kept_fp32", ()))
     if kept:
         ctx["opts"] = replace(opts, quant=replace(opts.quant, fallback_layers=kept))
         with stage("INT8 rewrite with the fallback") as st:
@@ -216,9 +220,13 @@ def graphs(ctx):
     return (("tvm_fp32", ctx["imported"].mod), ("tvm_int8", ctx["int8_mod"]))
 
 
-def run(opts):
+def run(opts, attachments=None):
     """Execute the whole job and return the report dict (see ``report.py`` for its layout).
 
+    Args:
+        opts: ``RunOptions``.
+        attachments: a dict that receives the report's other files ({file name: bytes}:
+            the diagnosis' input histogram PNGs with ``opts.diagnose``), or None.
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
@@ -226,8 +234,8 @@ def run(opts):
 
     started = time.time()
     ctx = prepare(opts)
-    if opts.accuracy_target is not None:
-        _with_fallback(ctx)
+    if opts.accuracy_target is not None or opts.diagnose:
+        _diagnosed(ctx, attachments)
         opts = ctx["opts"]
     if opts.tune_trials:
         with stage("tuning"):

@@ -315,7 +315,7 @@ def summary_lines(report):
                 if c
             )
         )
-    lines += speed_lines(report["speed"])
+    lines += speed_lines(report["speed"]) if report.get("speed") else []
     if report.get("policy"):
         lines.append(policy_line(report["policy"]))
     int8 = sum(la["dtype"] != "float32" for la in report["layers"])
@@ -517,22 +517,38 @@ def _fallback_lines(report):
 
 
 def _diagnosis_parts(report):
-    """The Markdown of ``--accuracy-target``'s diagnosis and fallback, if the run had one."""
-    from .diagnose.report import sensitive_table, summary
+    """The Markdown of the diagnosis (``--diagnose``, ``--accuracy-target``): its summary and
+    fallback, the most sensitive layers, their input histograms and, with ``--diagnose``,
+    every layer's row; nothing if the run had none."""
+    from .diagnose.report import LEGEND, TOP, layer_table, sensitive_table, summary
 
-    if not report.get("diagnosis"):
+    diagnosis = report.get("diagnosis")
+    if not diagnosis:
         return []
-    lines = "\n".join(f"- {line}" for line in summary(report["diagnosis"]))
-    return ["## Diagnosis and FP32 fallback", lines, sensitive_table(report["diagnosis"])]
+    lines = "\n".join(f"- {line}" for line in summary(diagnosis))
+    parts = [f"## {diagnosis_title(diagnosis)}", lines, f"The {TOP} most sensitive layers:"]
+    parts += [sensitive_table(diagnosis)]
+    parts += [f"![input histogram]({png})" for png in diagnosis.get("plots", [])]
+    if diagnosis.get("plots"):
+        parts += ["### Every INT8 layer", layer_table(diagnosis["layers"]), LEGEND]
+    return parts
 
 
-def write_reports(report, root="reports"):
-    """Write ``report.json``, ``report.md`` and ``report.html`` (``html.render_html``) into a
-    new timestamped folder, all at once; return the folder."""
+def diagnosis_title(diagnosis):
+    """``Diagnosis``, plus ``and FP32 fallback`` when it chose one."""
+    return "Diagnosis" + (" and FP32 fallback" if diagnosis.get("fallback") else "")
+
+
+def write_reports(report, root="reports", attachments=None):
+    """Write ``report.json``, ``report.md``, ``report.html`` (``html.render_html``) and the
+    ``attachments`` ({file name: bytes}, e.g. the diagnosis' PNGs, which report.html
+    embeds) into a new timestamped folder, all at once; return the folder."""
     from .html import render_html
 
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]["name"]).name)
     out = Path(root) / f"{stamp}-{name}-{report['environment']['target']['kind']}"
     files = {"report.json": to_json(report), "report.md": render_markdown(report)}
-    return write_folder(out, files | {"report.html": render_html(report)})
+    attachments = attachments or {}
+    html = render_html(report, attachments)
+    return write_folder(out, files | attachments | {"report.html": html})

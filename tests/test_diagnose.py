@@ -259,3 +259,28 @@ def test_run_with_accuracy_target_keeps_the_bad_layer_in_fp32(tmp_path, capsys):
     assert all("--accuracy-target fallback" in reasons[name] for name in kept)
     assert "FP32 fallback for top-1 agreement >= 1.0" in out
     assert "## Diagnosis and FP32 fallback" in (folder / "report.md").read_text()
+
+
+def test_run_diagnose_adds_every_layer_and_the_histograms_to_the_report(tmp_path, capsys):
+    """``run --diagnose``: no fallback, the INT8 graph as planned; the report carries every
+    INT8 layer's row, the bad layer ranked first, and the histogram PNGs, which report.md
+    links and report.html embeds."""
+    model_file = _bad_layer_file(tmp_path)
+    args = ["run", "--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "16"]
+    args += ["--eval-size", "8", "--calib-mode", "max", "--cache-dir", str(tmp_path / "c")]
+    args += ["--reports-dir", str(tmp_path / "r"), "--no-bias-correction", "--repeat", "20"]
+    main([*args, "--diagnose"])
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    diagnosis = report["diagnosis"]
+    assert "fallback" not in diagnosis and report["config"]["quant"]["fallback_layers"] == []
+    assert [row["layer"] for row in diagnosis["layers"]] == NAMES
+    assert diagnosis["ranking"][0] == "2"
+    pngs = diagnosis["plots"]
+    assert len(pngs) == len(NAMES)
+    assert all((folder / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    md = (folder / "report.md").read_text()
+    assert "## Diagnosis\n" in md and "### Every INT8 layer" in md
+    assert all(f"]({p})" in md for p in pngs)
+    html = (folder / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == len(pngs)

@@ -22,6 +22,14 @@ COLUMNS = [
     ("logits_sqnr_gain_db", "logits dB regained in FP32"),
 ]
 TOP = 5
+LEGEND = (
+    "SQNR dB (INT8 graph): the layer's output with every layer quantized, against FP32. "
+    "alone: only this layer quantized, on its FP32 input; W8A32: its weight only; W32A8: "
+    "its input only. clipped: its FP32 input values outside the calibrated range. "
+    "sensitivity rank: 1 = the logits regain most SQNR when this layer alone stays FP32. "
+    "Measured on the calibration images with the INT8 graph's scales, zero points and "
+    "rounding (PyTorch fake quantization)."
+)
 
 
 def skip_file_text(report):
@@ -88,16 +96,7 @@ def render_markdown(report):
     parts = [f"# qbench diagnose: {report['model']}", "", *summary(report), ""]
     parts += [f"## The {TOP} most sensitive layers", "", sensitive_table(report), ""]
     parts += [f"![input histogram]({png})" for png in report.get("plots", [])] + [""]
-    parts += ["## Every INT8 layer", "", layer_table(report["layers"]), ""]
-    parts += [
-        "SQNR dB (INT8 graph): the layer's output with every layer quantized, against FP32. "
-        "alone: only this layer quantized, on its FP32 input; W8A32: its weight only; W32A8: "
-        "its input only. clipped: its FP32 input values outside the calibrated range. "
-        "sensitivity rank: 1 = the logits regain most SQNR when this layer alone stays FP32. "
-        "Measured on the calibration images with the INT8 graph's scales, zero points and "
-        "rounding (PyTorch fake quantization).",
-        "",
-    ]
+    parts += ["## Every INT8 layer", "", layer_table(report["layers"]), "", LEGEND, ""]
     return "\n".join(parts)
 
 
