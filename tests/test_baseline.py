@@ -134,9 +134,9 @@ def test_a_slowed_int8_build_is_a_regression(tmp_path, capsys):
 
 
 def test_a_rerun_on_a_loaded_machine_is_no_regression(tmp_path):
-    """Load slows every runner of a timing round alike (here x1.8 for all samples): the
-    per-round ratios do not move, and the absolute medians are not judged because the
-    control (PyTorch eager) moved too."""
+    """Load slows every runner of a timing round (here x1.8 for all samples): the per-round
+    ratios do not move, and the absolute medians are not judged because the control
+    (PyTorch eager) moved too."""
     _saved(tmp_path, _fixture())
     loaded = _fixture()
     for entry in loaded["results"].values():
@@ -149,6 +149,22 @@ def test_a_rerun_on_a_loaded_machine_is_no_regression(tmp_path):
     absolute = [r for r in rows if r["metric"] == "median latency (ms)"]
     assert len(absolute) == 3
     assert all(r["verdict"].startswith("not judged: machine load changed") for r in absolute)
+
+
+def test_load_that_slows_pytorch_more_than_tvm_is_not_judged_an_improvement(tmp_path):
+    """Contention slows PyTorch's thread pool more than TVM's (measured x10 against x4): the
+    ratios to PyTorch then move without any change of qbench, so only TVM INT8 / TVM FP32 is
+    judged; a slower INT8 build is still caught by it."""
+    _saved(tmp_path, _fixture())
+    loaded = _fixture()
+    for name, factor in (("pytorch_fp32", 10.0), ("tvm_fp32", 4.0), ("tvm_int8", 6.0)):
+        entry = loaded["results"][name]
+        entry["latency_samples_ms"] = [factor * s for s in entry["latency_samples_ms"]]
+    assert _compare(tmp_path, loaded, "--json", str(tmp_path / "c.json")) == 1
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    verdicts = {r["metric"] + " " + r["runner"]: r["verdict"] for r in rows if "lat" in r["metric"]}
+    assert verdicts.pop("latency ratio / TVM FP32 tvm_int8") == "regression"  # 6 / 4 = 1.5x
+    assert all(v.startswith("not judged: machine load changed") for v in verdicts.values())
 
 
 def test_twelve_images_lost_in_agreement_is_a_regression(tmp_path):
