@@ -215,9 +215,10 @@ def render(result, baseline_path, factor, alpha):
     rules = (
         f"latency ratios (runners timed in the same rounds, so load cancels) and absolute "
         f"medians: regression/improvement when the ratio of medians passes {factor} (or "
-        f"1/{factor}) and one-sided Mann-Whitney U p < {alpha}; absolute medians are not "
-        f"judged while PyTorch eager (the control) moved; top-1 agreement/accuracy: "
-        f"McNemar exact test p < {alpha}; '~' no significant change; '-' not tested"
+        f"1/{factor}) and one-sided Mann-Whitney U p < {alpha}; absolute medians and ratios "
+        f"to PyTorch are not judged while PyTorch eager (the control) moved; top-1 "
+        f"agreement/accuracy: McNemar exact test p < {alpha}; '~' no significant change; "
+        "'-' not tested"
     )
     table = tabulate(rows, heads, tablefmt="simple", disable_numparse=True)
     return f"{head}\n\n{table}\n\n{rules}"
