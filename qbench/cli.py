@@ -499,7 +499,7 @@ def _run(args):
         print(render_console(report))
         out = write_reports(report, opts.reports_dir, attachments)
     print(f"\nreports: {out / 'report.md'}  {out / 'report.json'}  {out / 'report.html'}")
-    return EXIT_PASS if report["signoff"]["verdict"] == "PASS" else EXIT_FAIL
+    return EXIT_PASS if report.signoff.verdict == "PASS" else EXIT_FAIL
 
 
 def _sweep(args):

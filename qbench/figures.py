@@ -44,14 +44,12 @@ def latency_svg(results):
     """Box plots of each runner's latency samples on a log ms axis, every sample a dot.
 
     Args:
-        results: ``report["results"]``: runner name -> entry; entries without
-            ``latency_samples_ms`` (a list of ms per timed batch) are left out.
+        results: ``RunResult.results``: runner name -> ``RunnerResult``; runners without
+            samples (``samples_ms``, ms per timed batch) are left out.
     Returns:
         SVG text, or None when no runner has samples.
     """
-    samples = {
-        n: e["latency_samples_ms"] for n, e in results.items() if e.get("latency_samples_ms")
-    }
+    samples = {n: r.samples_ms for n, r in results.items() if r.samples_ms}
     if not samples:
         return None
     names = list(samples)[::-1]  # the first runner on top
@@ -73,7 +71,7 @@ def diagnosis_svg(diagnosis):
     are shaded.
 
     Args:
-        diagnosis: ``report["diagnosis"]`` (``layers``: rows with the ``*_sqnr_db`` keys in
+        diagnosis: ``RunResult.diagnosis`` (``layers``: rows with the ``*_sqnr_db`` keys in
             dB, a missing or null value, e.g. an exact match, is not drawn).
     Returns:
         SVG text, or None when the diagnosis has no layers.

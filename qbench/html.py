@@ -2,7 +2,7 @@
 release engineer can attach to a release: the verdict first, then report.md's tables, the
 latency distributions and, after ``--accuracy-target``, the diagnosis' per-layer plot.
 
-Keys a report lacks (an older or newer schema) are skipped, never an error.
+Sections a report lacks (no speed, no diagnosis) are skipped, never an error.
 """
 
 import base64
@@ -53,28 +53,30 @@ def render_html(report, attachments=None):
     """The whole page, str (UTF-8 text; every report value is HTML-escaped).
 
     Args:
-        report: the report dict (``report.build_report`` plus ``signoff``).
+        report: a ``results.RunResult``.
         attachments: {file name: bytes} written beside it; the diagnosis' PNGs among them
             are embedded (base64 ``data:`` images), so the page stays self-contained.
     """
-    title = f"qbench report: {report['model']['name']} on {report['environment']['target']['kind']}"
-    body = [f"<h1>{escape(title)}</h1>", verdict_block(report["signoff"])]
+    title = f"qbench report: {report.model.name} on {report.environment['target']['kind']}"
+    body = [f"<h1>{escape(title)}</h1>", verdict_block(report.signoff)]
     body += _section("Summary", _list(summary_lines(report), "summary"))
-    body += _section("Latency (one batch)", _table(latency_table(report, "html")))
-    body += _section("Latency distributions", figures.latency_svg(report["results"]))
+    body += _section(
+        "Latency (one batch)", _table(latency_table(report.results, "html", report.simulated))
+    )
+    body += _section("Latency distributions", figures.latency_svg(report.results))
     body += _section(
         "Agreement with PyTorch FP32 and accuracy",
         _table(accuracy_table(report, "html", note=False)),
         f'<p class="note">{escape(ACCURACY_NOTE)}</p>',
     )
     signoff = re.sub(
-        r"<td>FAIL\s*</td>", '<td class="failed">FAIL</td>', signoff_table(report, "html")
+        r"<td>FAIL\s*</td>", '<td class="failed">FAIL</td>', signoff_table(report.signoff, "html")
     )
     body += _section("Sign-off", _table(signoff))
     body += _section("Layers", _table(layer_table(report, "html")))
-    body += diagnosis_parts(report.get("diagnosis"), attachments or {})
-    body.append(f'<p class="env">{_text(environment_line(report["environment"]))}</p>')
-    body.append(f'<p class="env">Wall time: {report["wall_time_s"]} s</p>')
+    body += diagnosis_parts(report.diagnosis, attachments or {})
+    body.append(f'<p class="env">{_text(environment_line(report.environment))}</p>')
+    body.append(f'<p class="env">Wall time: {report.wall_time_s} s</p>')
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
@@ -84,15 +86,14 @@ def render_html(report, attachments=None):
 
 
 def verdict_block(signoff):
-    """The verdict, large, in green (PASS) or red (FAIL), with each failed check's value and
-    limit (``report.check_value_and_limit``)."""
-    verdict = signoff["verdict"]
-    failed = [c for c in signoff["checks"] if c["passed"] is False]
+    """The verdict (a ``results.Verdict``), large, in green (PASS) or red (FAIL), with each
+    failed check's value and limit (``report.check_value_and_limit``)."""
+    verdict, failed = signoff.verdict, signoff.failed
     items = []
     for c in failed:
         value, limit = check_value_and_limit(c)
-        items.append(f"{c['name']}: {value}, limit {limit}")
-    words = f"{len(failed)} of {len(signoff['checks'])} sign-off checks failed"
+        items.append(f"{c.name}: {value}, limit {limit}")
+    words = f"{len(failed)} of {len(signoff.checks)} sign-off checks failed"
     detail = _list(items, "failed") if failed else ""
     return (
         f'<div class="verdict {escape(verdict)}"><span class="word">{escape(verdict)}</span>'

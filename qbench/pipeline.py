@@ -18,6 +18,7 @@ from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, make_plans
 from .quantize.rewrite import rewrite
+from .results import Latency, RunnerResult
 from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import Limits, signoff
 
@@ -221,7 +222,7 @@ def graphs(ctx):
 
 
 def run(opts, attachments=None):
-    """Execute the whole job and return the report dict (see ``report.py`` for its layout).
+    """Execute the whole job and return its ``results.RunResult`` (``to_json()``: report.json).
 
     Args:
         opts: ``RunOptions``.
@@ -257,20 +258,19 @@ def run(opts, attachments=None):
         latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
         st.note = f"{opts.warmup} warm-up + {opts.repeat} timed rounds, runners interleaved"
     results = _results(runners, logits, labels, latency)
-    report = build_report(ctx, results, time.time() - started)
-    report["speed"] = speed.speed(latency)
+    timed = speed.speed(latency)
     quantized = sum(p.quantized for p in ctx["plans"])
     classes = frontend.num_classes(ctx["imported"].mod)
-    report["signoff"] = signoff(
+    verdict = signoff(
         results,
         Limits.of(opts),
         classes,
         model.random_weights,
         quantized,
         opts.quant.simulate,
-        report["speed"],
+        timed,
     )
-    return report
+    return build_report(ctx, results, time.time() - started, timed, verdict)
 
 
 def _find_databases(ctx, fresh=None):
@@ -379,15 +379,21 @@ def _time(runners, images, indices, model, opts):
 
 
 def _results(runners, logits, labels, latency):
+    """{runner name: ``RunnerResult``}: latency, metrics against PyTorch FP32's logits
+    (``ref``) and per-image outcomes."""
     ref = logits["pytorch_fp32"]
     results = {}
     for r in runners:
-        entry = {"latency": latency_stats(latency[r.name]), "latency_samples_ms": latency[r.name]}
         if r.name == "pytorch_fp32":
-            entry["metrics"] = accuracy_metrics(ref, labels) if labels is not None else {}
-            entry["metrics"]["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
+            metrics = accuracy_metrics(ref, labels) if labels is not None else {}
+            metrics["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
         else:
-            entry["metrics"] = compare_logits(ref, logits[r.name], labels)
-        entry["per_image"] = per_image(ref, logits[r.name], labels)
-        results[r.name] = entry
+            metrics = compare_logits(ref, logits[r.name], labels)
+        results[r.name] = RunnerResult(
+            name=r.name,
+            latency=Latency(**latency_stats(latency[r.name])),
+            samples_ms=tuple(latency[r.name]),
+            metrics=metrics,
+            per_image=per_image(ref, logits[r.name], labels),
+        )
     return results

@@ -3,11 +3,7 @@
 ``report.json`` carries ``schema_version``; ``report.md`` and the console show tabulate tables.
 Both files are written atomically under ``reports/<timestamp>-<model>-<target>/``.
 
-Schema versions: 2 added ``definition`` (what defines the run, with its sha256 ``digest``;
-see ``provenance.definition``), ``environment.qbench_commit`` and, per runner,
-``results[name]["per_image"]`` (0/1 lists in evaluation order: ``top1_match`` with
-PyTorch's top-1 for the TVM runners, ``top1_correct`` against the label when labelled), which
-``qbench compare`` needs for its paired tests. 1: the first layout.
+Its data is a ``results.RunResult`` (schema versions: see ``results``).
 """
 
 import datetime as dt
@@ -23,8 +19,8 @@ from . import __version__
 from .atomic import to_json, write_folder
 from .graph import op_counts
 from .provenance import definition, qbench_commit
+from .results import DataInfo, ModelInfo, RunResult
 
-SCHEMA_VERSION = 2
 RUNNER_TITLES = {
     "pytorch_fp32": "PyTorch FP32 (eager)",
     "tvm_fp32": "TVM FP32",
@@ -69,48 +65,50 @@ def cpu_name():
         return platform.processor() or "unknown"
 
 
-def build_report(ctx, results, wall_s):
-    """Assemble the report dict from the run context (see ``pipeline.run``)."""
+def build_report(ctx, results, wall_s, speed, verdict):
+    """The run's ``results.RunResult`` from its context (see ``pipeline.run``), its
+    ``RunnerResult``s, wall time (s), ``Speed`` (or None) and sign-off ``Verdict``."""
     opts, model, images, split = ctx["opts"], ctx["model"], ctx["images"], ctx["split"]
     config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
     config["quant"] = opts.quant.to_dict()
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "environment": environment(ctx["target"], opts.threads),
-        "definition": definition(ctx),
-        "model": {
-            "name": model.name,
-            "weights": model.weights,
-            "random_weights": model.random_weights,
-            "input_shape": list(model.input_shape),
-            "aten_ops": ctx["imported"].aten_ops,
-        },
-        "data": {
-            "source": images.name,
-            "synthetic": images.synthetic,
-            "labelled": images.labels is not None,
-            "calib_size": len(split.calib),
-            "eval_size": len(split.eval),
-            "seed": opts.seed,
-        },
-        "config": config,
-        "policy": opts.policy,
-        "precision": {
+    return RunResult(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        environment=environment(ctx["target"], opts.threads),
+        definition=definition(ctx),
+        model=ModelInfo(
+            name=model.name,
+            weights=model.weights,
+            random_weights=model.random_weights,
+            input_shape=list(model.input_shape),
+            aten_ops=ctx["imported"].aten_ops,
+        ),
+        data=DataInfo(
+            source=images.name,
+            synthetic=images.synthetic,
+            labelled=images.labels is not None,
+            calib_size=len(split.calib),
+            eval_size=len(split.eval),
+            seed=opts.seed,
+        ),
+        config=config,
+        policy=opts.policy,
+        precision={
             "integer_ops": "conv2d, matmul: uint8 x int8 -> int32"
             + (" (SIMULATED: fake-quantized FP32)" if opts.quant.simulate else ""),
             "between_layers": "float32 (dequantize, bias, activation, pool, add, "
             "concat), quantized again at the next layer",
         },
-        "calibration": ctx["calibration"],
-        "tuning": ctx["tuning"],
-        "layers": _layers(ctx),
-        "graph": _graph(ctx["imported"].mod, ctx["int8_mod"]),
-        "int8_kernels": ctx["int8_kernels"],
-        "results": results,
-        "diagnosis": ctx.get("diagnosis"),
-        "wall_time_s": round(wall_s, 2),
-    }
+        calibration=ctx["calibration"],
+        tuning=ctx["tuning"],
+        layers=_layers(ctx),
+        graph=_graph(ctx["imported"].mod, ctx["int8_mod"]),
+        int8_kernels=ctx["int8_kernels"],
+        results=results,
+        diagnosis=ctx.get("diagnosis"),
+        wall_time_s=round(wall_s, 2),
+        speed=speed,
+        signoff=verdict,
+    )
 
 
 def _layers(ctx):
@@ -157,24 +155,23 @@ def _graph(fp32_mod, int8_mod):
     }
 
 
-def latency_table(report, fmt):
-    """Latency per runner, ms, and how many times slower or faster than TVM FP32 it is."""
-    res = report["results"]
-    fp32 = res["tvm_fp32"]["latency"]["median_ms"]
-    simulated = "SIMULATED" in report.get("precision", {}).get("integer_ops", "")
+def latency_table(results, fmt, simulated=False):
+    """Latency per runner ({name: ``results.RunnerResult``}), ms, and how many times slower
+    or faster than TVM FP32 it is; ``simulated``: TVM INT8 is fake-quantized FP32."""
+    fp32 = results["tvm_fp32"].latency.median_ms
     rows = []
-    for name, entry in res.items():
-        lat = entry["latency"]
+    for name, entry in results.items():
+        lat = entry.latency
         title = RUNNER_TITLES[name]
         if simulated and name == "tvm_int8":  # an FP32 graph: its speed says nothing of INT8
             title, name = f"{title} (SIMULATED: fake-quantized FP32)", "simulated"
         rows.append(
             [
                 title,
-                f"{lat['median_ms']:.2f}",
-                f"{lat['p90_ms']:.2f}",
-                f"{lat['std_ms']:.2f}",
-                _versus(lat["median_ms"] / fp32, name),
+                f"{lat.median_ms:.2f}",
+                f"{lat.p90_ms:.2f}",
+                f"{lat.std_ms:.2f}",
+                _versus(lat.median_ms / fp32, name),
             ]
         )
     heads = ["runner", "median (ms)", "p90 (ms)", "std (ms)", "median vs TVM FP32"]
@@ -211,8 +208,8 @@ def accuracy_table(report, fmt, note=True):
     heads = ["runner"] + [title for _, title in ACCURACY_COLUMNS]
     heads += ["max abs diff (logits)", "cosine", "SQNR (dB)"]
     rows = []
-    for name, entry in report["results"].items():
-        m = entry["metrics"]
+    for name, entry in report.results.items():
+        m = entry.metrics
         rows.append(
             [RUNNER_TITLES[name]]
             + [percent_with_counts(m, key) for key, _ in ACCURACY_COLUMNS]
@@ -244,7 +241,7 @@ def layer_table(report, fmt):
         "note",
     ]
     rows = []
-    for la in report["layers"]:
+    for la in report.layers:
         note = la["reason"]
         if la["nonfinite_excluded"]:
             note += (
@@ -276,27 +273,27 @@ def _fmt(v):
 
 
 def summary_lines(report):
-    m, d, s = report["model"], report["data"], report["signoff"]
-    cache = "hit" if report["calibration"]["cache_hit"] else "miss"
+    m, d, env, cal = report.model, report.data, report.environment, report.calibration
+    cache = "hit" if cal["cache_hit"] else "miss"
     weights = (
         "weights: RANDOM (results say nothing about a trained model)"
-        if m["random_weights"]
-        else f"weights: {m['weights']}"
+        if m.random_weights
+        else f"weights: {m.weights}"
     )
-    data_note = " (SYNTHETIC noise images)" if d["synthetic"] else ""
+    data_note = " (SYNTHETIC noise images)" if d.synthetic else ""
     lines = [
-        f"model: {m['name']}   {weights}",
-        f"target: {report['environment']['target']}   threads: "
-        f"{report['environment']['threads']}   batch: {report['config']['batch_size']}",
-        f"data: {d['source']}{data_note}   calibration: {d['calib_size']} images "
-        f"({report['calibration']['mode']}, cache {cache}, bias correction "
-        f"{report['calibration'].get('bias_correction', 'off')})"
-        f"   evaluation: {d['eval_size']} images",
-        f"precision: {report['precision']['integer_ops']}; between layers "
-        f"{report['precision']['between_layers']}",
-        added_ops_words(report["graph"]["int8_added_ops"]),
+        f"model: {m.name}   {weights}",
+        f"target: {env['target']}   threads: "
+        f"{env['threads']}   batch: {report.config['batch_size']}",
+        f"data: {d.source}{data_note}   calibration: {d.calib_size} images "
+        f"({cal['mode']}, cache {cache}, bias correction "
+        f"{cal.get('bias_correction', 'off')})"
+        f"   evaluation: {d.eval_size} images",
+        f"precision: {report.precision['integer_ops']}; between layers "
+        f"{report.precision['between_layers']}",
+        added_ops_words(report.graph["int8_added_ops"]),
     ]
-    t = report["tuning"]
+    t = report.tuning
     used = sum(c.get("tuned", 0) for c in t.get("kernels", {}).values())
     lines.append(
         f"tuning: databases applied: {t['source']} ({t['records']} records in "
@@ -315,15 +312,16 @@ def summary_lines(report):
                 if c
             )
         )
-    lines += speed_lines(report["speed"]) if report.get("speed") else []
-    if report.get("policy"):
-        lines.append(policy_line(report["policy"]))
-    int8 = sum(la["dtype"] != "float32" for la in report["layers"])
-    lines.append(f"layers built in INT8: {int8} of {len(report['layers'])}")
-    lines.append(int8_kernels_line(report["int8_kernels"]))
-    failed = [c["name"] for c in s["checks"] if c["passed"] is False]
+    lines += speed_lines(report.speed) if report.speed else []
+    if report.policy:
+        lines.append(policy_line(report.policy))
+    int8 = sum(la["dtype"] != "float32" for la in report.layers)
+    lines.append(f"layers built in INT8: {int8} of {len(report.layers)}")
+    lines.append(int8_kernels_line(report.int8_kernels))
+    failed = [c.name for c in report.signoff.failed]
     lines.append(
-        f"sign-off: {s['verdict']}" + (f" (failed: {'; '.join(failed)})" if failed else "")
+        f"sign-off: {report.signoff.verdict}"
+        + (f" (failed: {'; '.join(failed)})" if failed else "")
     )
     return lines
 
@@ -341,20 +339,20 @@ def policy_line(policy):
 
 
 def speed_lines(speed):
-    """The latency ratios (``report["speed"]``) with their confidence intervals, and the
+    """The latency ratios (a ``results.Speed``) with their confidence intervals, and the
     NOISY verdict, e.g. ``speed (latency ratio of medians, runners interleaved): TVM INT8 /
     TVM FP32 0.625 (95 % CI 0.610-0.640); ...``."""
     parts = []
-    for key, r in speed["ratios"].items():
+    for key, r in speed.ratios.items():
         num, den = (RUNNER_TITLES[name] for name in key.split("/"))
         parts.append(
-            f"{num} / {den} {r['ratio']:.3f} ({100 * r['confidence']:g} % CI "
-            f"{r['ci_low']:.3f}-{r['ci_high']:.3f})"
+            f"{num} / {den} {r.ratio:.3f} ({100 * r.confidence:g} % CI "
+            f"{r.ci_low:.3f}-{r.ci_high:.3f})"
         )
     lines = [f"speed (latency ratio of medians, runners interleaved): {'; '.join(parts)}"]
-    if speed["noisy"]:
+    if speed.noisy:
         lines.append(
-            f"timing: NOISY ({speed['noisy_reason']}; the machine is busy or throttling), "
+            f"timing: NOISY ({speed.noisy_reason}; the machine is busy or throttling), "
             "compare latencies with care"
         )
     return lines
@@ -377,7 +375,7 @@ def added_ops_words(added):
     casts, 1 pad``, most frequent first (ops without words keep their Relax name).
 
     Args:
-        added: {Relax op name: count added} (``report["graph"]["int8_added_ops"]``).
+        added: {Relax op name: count added} (``RunResult.graph["int8_added_ops"]``).
     """
     if not added:
         return "INT8 graph adds no ops to the FP32 graph"
@@ -413,27 +411,27 @@ def check_value_and_limit(check):
     value (not applicable, or not computable) shows its ``detail``.
 
     Args:
-        check: one entry of ``signoff(...)["checks"]``.
+        check: a ``results.Check``.
     Returns:
         (value text, limit text), e.g. ``("96.43 %", ">= 97.00 %")``.
     """
-    unit, value, limit, op = check.get("unit"), check["value"], check["limit"], check["op"]
+    unit, value, limit, op = check.unit, check.value, check.limit, check.op
     if unit == "flag":
         shown = "yes" if value else "no"
-        detail = check.get("detail")
+        detail = check.detail
         return (f"{shown}: {detail}" if detail else shown), "yes"
     if unit not in UNIT_FORMATS:
         return _fmt(int(value) if float(value).is_integer() else value), f"{op} {limit}"
     scale, suffix, fewest = UNIT_FORMATS[unit]
     if value is None:
-        return check["detail"], f"{op} {scale * limit:.{fewest}f}{suffix}"
+        return check.detail, f"{op} {scale * limit:.{fewest}f}{suffix}"
     for decimals in range(fewest, fewest + 4):
         v, lim = f"{scale * value:.{decimals}f}", f"{scale * limit:.{decimals}f}"
         if v != lim or value == limit:
             break
     v += suffix
-    if "ci_low" in check:
-        v += f" ({100 * check['confidence']:g} % CI {check['ci_low']:.2f}-{check['ci_high']:.2f})"
+    if check.ci_low is not None:
+        v += f" ({100 * check.confidence:g} % CI {check.ci_low:.2f}-{check.ci_high:.2f})"
     return v, f"{op} {lim}{suffix}"
 
 
@@ -444,14 +442,14 @@ def int8_kernels_line(info):
     return f"CPU class {info['cpu_class']}; INT8 layers by kernel: {paths}"
 
 
-def signoff_table(report, fmt):
-    """One row per sign-off check: value and limit in the same unit, ok, FAIL or n/a (not
-    applicable)."""
+def signoff_table(verdict, fmt):
+    """One row per sign-off check of ``verdict`` (a ``results.Verdict``): value and limit in
+    the same unit, ok, FAIL or n/a (not applicable)."""
     rows = []
-    for c in report["signoff"]["checks"]:
+    for c in verdict.checks:
         value, limit = check_value_and_limit(c)
-        result = {True: "ok", False: "FAIL", None: "n/a"}[c["passed"]]
-        rows.append([c["name"], value, limit, result])
+        result = {True: "ok", False: "FAIL", None: "n/a"}[c.passed]
+        rows.append([c.name, value, limit, result])
     heads = ["sign-off check", "value", "limit", "result"]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
 
@@ -484,28 +482,28 @@ def render_console(report):
     return "\n\n".join(
         [
             "\n".join(summary_lines(report) + _fallback_lines(report)),
-            latency_table(report, "simple"),
+            latency_table(report.results, "simple", report.simulated),
             accuracy_table(report, "simple"),
-            signoff_table(report, "simple"),
+            signoff_table(report.signoff, "simple"),
         ]
     )
 
 
 def render_markdown(report):
     parts = [
-        f"# qbench report: {report['model']['name']} on {report['environment']['target']['kind']}",
+        f"# qbench report: {report.model.name} on {report.environment['target']['kind']}",
         "\n".join(f"- {line}" for line in summary_lines(report)),
         "## Latency (one batch)",
-        latency_table(report, "github"),
+        latency_table(report.results, "github", report.simulated),
         "## Agreement with PyTorch FP32 and accuracy",
         accuracy_table(report, "github"),
         "## Sign-off",
-        signoff_table(report, "github"),
+        signoff_table(report.signoff, "github"),
         "## Layers",
         layer_table(report, "github"),
         *_diagnosis_parts(report),
-        environment_line(report["environment"]),
-        f"Wall time: {report['wall_time_s']} s",
+        environment_line(report.environment),
+        f"Wall time: {report.wall_time_s} s",
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -513,7 +511,7 @@ def render_markdown(report):
 def _fallback_lines(report):
     from .diagnose.report import summary
 
-    return summary(report["diagnosis"])[1:] if report.get("diagnosis") else []
+    return summary(report.diagnosis)[1:] if report.diagnosis else []
 
 
 def _diagnosis_parts(report):
@@ -522,7 +520,7 @@ def _diagnosis_parts(report):
     every layer's row; nothing if the run had none."""
     from .diagnose.report import LEGEND, TOP, layer_table, sensitive_table, summary
 
-    diagnosis = report.get("diagnosis")
+    diagnosis = report.diagnosis
     if not diagnosis:
         return []
     lines = "\n".join(f"- {line}" for line in summary(diagnosis))
@@ -540,15 +538,16 @@ def diagnosis_title(diagnosis):
 
 
 def write_reports(report, root="reports", attachments=None):
-    """Write ``report.json``, ``report.md``, ``report.html`` (``html.render_html``) and the
+    """Write ``report.json`` (``report.to_json()``; ``report`` is a ``results.RunResult``),
+    ``report.md``, ``report.html`` (``html.render_html``) and the
     ``attachments`` ({file name: bytes}, e.g. the diagnosis' PNGs, which report.html
     embeds) into a new timestamped folder, all at once; return the folder."""
     from .html import render_html
 
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report["model"]["name"]).name)
-    out = Path(root) / f"{stamp}-{name}-{report['environment']['target']['kind']}"
-    files = {"report.json": to_json(report), "report.md": render_markdown(report)}
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(report.model.name).name)
+    out = Path(root) / f"{stamp}-{name}-{report.environment['target']['kind']}"
+    files = {"report.json": to_json(report.to_json()), "report.md": render_markdown(report)}
     attachments = attachments or {}
     html = render_html(report, attachments)
     return write_folder(out, files | attachments | {"report.html": html})

@@ -1,9 +1,10 @@
 """The sign-off verdict: PASS only when every applicable check holds."""
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from .compare import TOP5
+from .results import Check, Verdict
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def signoff(
     applicable, and the fidelity checks (finite logits, SQNR, cosine) judge such outputs.
 
     Args:
-        results: per-runner results with ``metrics`` (see ``pipeline._results``).
+        results: {runner name: ``results.RunnerResult``} (see ``pipeline._results``).
         limits: the thresholds, a ``Limits``.
         classes: K of the (N, K) logits, >= 1.
         random_weights: the model runs on random initialisation; such a run is never
@@ -105,23 +106,23 @@ def signoff(
         quantized_layers: number of layers built in INT8.
         simulated: the INT8 graph is fake-quantized FP32 (``--simulate``); never signed off,
             and its speed checks do not apply.
-        speed: the report's ``speed`` (``speed.speed``), or None: a run not timed, without
+        speed: the run's ``results.Speed`` (``speed.speed``), or None: a run not timed, without
             speed checks.
 
     Returns:
-        dict: ``verdict`` ("PASS"/"FAIL") and ``checks`` (name, value, op, limit, passed,
-        unit). ``passed`` is True, False, or None for a check that does not apply (its
-        ``value`` is None and ``detail`` says why). ``unit`` says how to read value and
-        limit: ``"fraction"`` (in [0, 1], shown as %), ``"points"`` (percentage points),
-        ``"dB"``, ``"cosine"`` (in [-1, 1]), ``"count"``, ``"speed-up"`` (a factor; the
-        check also carries ``ci_low``, ``ci_high`` and ``confidence``), ``"ms"``, or
-        ``"flag"`` (1 yes, 0 no; ``detail`` says why).
+        ``results.Verdict``: ``verdict`` ("PASS"/"FAIL") and ``checks`` (``results.Check``:
+        name, value, op, limit, passed, unit). ``passed`` is True, False, or None for a check
+        that does not apply (its ``value`` is None and ``detail`` says why). ``unit`` says
+        how to read value and limit: ``"fraction"`` (in [0, 1], shown as %), ``"points"``
+        (percentage points), ``"dB"``, ``"cosine"`` (in [-1, 1]), ``"count"``,
+        ``"speed-up"`` (a factor; the check also sets ``ci_low``, ``ci_high`` and
+        ``confidence``), ``"ms"``, or ``"flag"`` (1 yes, 0 no; ``detail`` says why).
     """
-    ref, int8 = results["pytorch_fp32"]["metrics"], results["tvm_int8"]["metrics"]
+    ref, int8 = results["pytorch_fp32"].metrics, results["tvm_int8"].metrics
     reference = ref.get("nonfinite_logits", 0)
     checks = [_check("PyTorch FP32 non-finite logits", reference, "<=", 0, "count")]
     for name in ("tvm_fp32", "tvm_int8"):
-        m, label = results[name]["metrics"], name.removeprefix("tvm_").upper()
+        m, label = results[name].metrics, name.removeprefix("tvm_").upper()
         checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0, "count"))
         checks.append(
             _ranking(f"{label} top-1 agreement", m, limits.min_top1_agreement, classes, 1)
@@ -142,8 +143,8 @@ def signoff(
         )
     if random_weights:
         checks.append(_flag("trained weights", "random initialisation"))
-    verdict = "FAIL" if any(c["passed"] is False for c in checks) else "PASS"
-    return {"verdict": verdict, "checks": checks}
+    verdict = "FAIL" if any(c.passed is False for c in checks) else "PASS"
+    return Verdict(verdict, tuple(checks))
 
 
 SPEEDUP, LATENCY = "INT8 speed-up over TVM FP32", "INT8 median latency"
@@ -153,7 +154,7 @@ def _speed_checks(speed, results, limits, simulated):
     """The INT8 speed-up over TVM FP32 (the inverse of the ``tvm_int8/tvm_fp32`` latency
     ratio; its confidence interval inverted likewise, exact for the bootstrap percentile
     interval) and, with ``limits.max_int8_latency_ms``, the INT8 median latency of one
-    batch, ms (``results["tvm_int8"]["latency"]["median_ms"]``).
+    batch, ms (``results["tvm_int8"].latency.median_ms``).
 
     The speed-up fails only when the interval's high end (its best case) is below
     ``limits.min_int8_speedup``: noise alone cannot fail a run. Neither applies to a
@@ -166,20 +167,22 @@ def _speed_checks(speed, results, limits, simulated):
         if lat is not None:
             checks.append(_not_applicable(LATENCY, "<=", lat, "ms", why))
         return checks
-    r = speed["ratios"]["tvm_int8/tvm_fp32"]
-    low, high = 1 / r["ci_high"], 1 / r["ci_low"]
-    check = _check(SPEEDUP, 1 / r["ratio"], ">=", limits.min_int8_speedup, "speed-up")
-    check |= {
-        "passed": round(high, 6) >= limits.min_int8_speedup,
-        "ci_low": round(low, 6),
-        "ci_high": round(high, 6),
-        "confidence": r["confidence"],
-    }
-    if check["passed"] and check["value"] < limits.min_int8_speedup:
-        check["detail"] = "below the limit, but within the confidence interval"
+    r = speed.ratios["tvm_int8/tvm_fp32"]
+    low, high = 1 / r.ci_high, 1 / r.ci_low
+    check = _check(SPEEDUP, 1 / r.ratio, ">=", limits.min_int8_speedup, "speed-up")
+    passed = round(high, 6) >= limits.min_int8_speedup
+    within = passed and check.value < limits.min_int8_speedup
+    check = replace(
+        check,
+        passed=passed,
+        ci_low=round(low, 6),
+        ci_high=round(high, 6),
+        confidence=r.confidence,
+        detail="below the limit, but within the confidence interval" if within else None,
+    )
     checks = [check]
     if lat is not None:
-        int8_ms = results["tvm_int8"]["latency"]["median_ms"]
+        int8_ms = results["tvm_int8"].latency.median_ms
         checks.append(_check(LATENCY, int8_ms, "<=", lat, "ms"))
     return checks
 
@@ -224,7 +227,7 @@ def _accuracy_drop(ref, int8, limit, classes):
 
 def _flag(name, detail):
     """A failing yes/no check (value 0 = no), ``detail`` saying why."""
-    return {**_check(name, 0, ">=", 1, "flag"), "detail": detail}
+    return replace(_check(name, 0, ">=", 1, "flag"), detail=detail)
 
 
 def _not_applicable(name, op, limit, unit, why):
@@ -233,15 +236,7 @@ def _not_applicable(name, op, limit, unit, why):
 
 def _valueless(name, op, limit, unit, passed, detail):
     """A check without a value: ``passed`` None (not applicable) or False; ``detail`` why."""
-    return {
-        "name": name,
-        "value": None,
-        "op": op,
-        "limit": limit,
-        "passed": passed,
-        "unit": unit,
-        "detail": detail,
-    }
+    return Check(name, None, op, limit, passed, unit, detail=detail)
 
 
 def _check(name, value, op, limit, unit):
@@ -249,11 +244,4 @@ def _check(name, value, op, limit, unit):
     (100 x (0.90 - 0.89) = 1.0000000000000009 points) neither fails nor passes a limit."""
     value = round(float(value), 6)
     passed = value >= limit if op == ">=" else value <= limit
-    return {
-        "name": name,
-        "value": value,
-        "op": op,
-        "limit": limit,
-        "passed": bool(passed),
-        "unit": unit,
-    }
+    return Check(name, value, op, limit, bool(passed), unit)

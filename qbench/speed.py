@@ -10,6 +10,8 @@ a report is reproducible from its samples.
 import numpy as np
 from scipy.stats import bootstrap
 
+from .results import Ratio, Speed
+
 CONFIDENCE = 0.95
 RESAMPLES = 9999
 SEED = 0
@@ -29,8 +31,8 @@ def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
             the same round).
         confidence: confidence level of the interval, in (0, 1).
     Returns:
-        dict: ``ratio`` (< 1: the numerator is faster), ``ci_low``, ``ci_high`` and
-        ``confidence``.
+        ``results.Ratio``: ``ratio`` (< 1: the numerator is faster), ``ci_low``, ``ci_high``
+        and ``confidence``.
     Raises:
         ValueError: samples of different lengths (from ``scipy.stats.bootstrap``).
     """
@@ -45,12 +47,7 @@ def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
         method="percentile",
         rng=SEED,
     ).confidence_interval
-    return {
-        "ratio": float(_median_ratio(num, den)),
-        "ci_low": float(ci.low),
-        "ci_high": float(ci.high),
-        "confidence": confidence,
-    }
+    return Ratio(float(_median_ratio(num, den)), float(ci.low), float(ci.high), confidence)
 
 
 def _median_ratio(num, den, axis=-1):
@@ -58,29 +55,30 @@ def _median_ratio(num, den, axis=-1):
 
 
 def speed(samples_ms):
-    """The report's ``speed``: every ratio of ``PAIRS`` with its CI, and whether it is NOISY.
+    """The run's ``results.Speed``: every ratio of ``PAIRS`` with its CI, and whether it is NOISY.
 
     Args:
         samples_ms: {runner name: paired latency samples, ms} (``timing.interleaved``).
     Returns:
-        dict: ``ratios`` {"num/den": ``ratio_ci``'s dict}, ``noisy`` (True when any ratio's
-        relative CI width (high - low) / ratio exceeds ``NOISY_CI_WIDTH``, whatever the
-        medians) and ``noisy_reason`` (the widest such ratio in words, or None).
+        ``results.Speed``: ``ratios`` {"num/den": ``ratio_ci``'s ``Ratio``}, ``noisy``
+        (True when any ratio's relative CI width (high - low) / ratio exceeds
+        ``NOISY_CI_WIDTH``, whatever the medians) and ``noisy_reason`` (the widest such
+        ratio in words, or None).
     """
     ratios = {
         f"{num}/{den}": ratio_ci(samples_ms[num], samples_ms[den])
         for num, den in PAIRS
         if num in samples_ms and den in samples_ms
     }
-    widths = {key: (r["ci_high"] - r["ci_low"]) / r["ratio"] for key, r in ratios.items()}
+    widths = {key: (r.ci_high - r.ci_low) / r.ratio for key, r in ratios.items()}
     wide = {key: w for key, w in widths.items() if w > NOISY_CI_WIDTH}
     reason = None
     if wide:
         key = max(wide, key=wide.get)
         r = ratios[key]
         reason = (
-            f"{key}: {100 * r['confidence']:g} % CI {r['ci_low']:.3f}-{r['ci_high']:.3f} "
-            f"spans {100 * wide[key]:.0f} % of the ratio {r['ratio']:.3f} "
+            f"{key}: {100 * r.confidence:g} % CI {r.ci_low:.3f}-{r.ci_high:.3f} "
+            f"spans {100 * wide[key]:.0f} % of the ratio {r.ratio:.3f} "
             f"(limit {100 * NOISY_CI_WIDTH:g} %)"
         )
-    return {"ratios": ratios, "noisy": bool(wide), "noisy_reason": reason}
+    return Speed(ratios, bool(wide), reason)

@@ -171,7 +171,7 @@ def run_cell(opts, interrupted):
             raise KeyboardInterrupt from e
         log.error("%s", traceback.format_exc())
         return _failed(opts, e, EXIT_INTERNAL)
-    verdict = report["signoff"]["verdict"]
+    verdict = report.signoff.verdict
     cell = Cell(opts.model, opts.target, verdict, EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
     cell.report_dir = str(folder)
     return _with_metrics(cell, report)
@@ -183,17 +183,17 @@ def _failed(opts, error, code):
 
 
 def _with_metrics(cell, report):
-    """``cell`` with the summary's figures read from its run report."""
-    res = report["results"]
-    ref, int8 = res["pytorch_fp32"]["metrics"], res["tvm_int8"]["metrics"]
+    """``cell`` with the summary's figures read from its run's ``results.RunResult``."""
+    res = report.results
+    ref, int8 = res["pytorch_fp32"].metrics, res["tvm_int8"].metrics
     cell.top1_agreement = int8.get("top1_agreement")
     cell.sqnr_db = int8.get("sqnr_db")
     if ref.get("top1_accuracy") is not None and int8.get("top1_accuracy") is not None:
         cell.accuracy_drop_points = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
-    cell.int8_median_ms = res["tvm_int8"]["latency"]["median_ms"]
-    cell.fp32_median_ms = res["tvm_fp32"]["latency"]["median_ms"]
+    cell.int8_median_ms = res["tvm_int8"].latency.median_ms
+    cell.fp32_median_ms = res["tvm_fp32"].latency.median_ms
     cell.int8_speedup = cell.fp32_median_ms / cell.int8_median_ms
-    cell.calibration_cache_hit = report["calibration"]["cache_hit"]
+    cell.calibration_cache_hit = report.calibration["cache_hit"]
     return cell
 
 

@@ -4,15 +4,17 @@ report fields they need on a seconds-long tiny run."""
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_cli import C06_MODEL, _report, _run
 
 from qbench.cli import main
-from qbench.compare import per_image
+from qbench.compare import latency_stats, per_image
 
 N_IMAGES, N_SAMPLES = 40, 30
+FULL = Path(__file__).parent / "fixtures" / "report.json"  # a whole report, for the rest
 
 
 def _definition(calib_mode="percentile"):
@@ -33,7 +35,7 @@ def _definition(calib_mode="percentile"):
 def _runner(rng, median_ms, matches=None, correct=None):
     samples = (median_ms * rng.lognormal(0, 0.05, N_SAMPLES)).tolist()
     entry = {
-        "latency": {"median_ms": float(np.median(samples))},
+        "latency": latency_stats(samples),
         "latency_samples_ms": samples,
         "metrics": {},
         "per_image": {},
@@ -51,10 +53,10 @@ def _runner(rng, median_ms, matches=None, correct=None):
 
 
 def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile"):
-    """A schema-2 report holding only what compare, save and history read."""
+    """A schema-2 report: what compare, save and history read set here, the rest from the
+    golden fixture."""
     rng = np.random.default_rng(seed)
-    return {
-        "schema_version": 2,
+    return json.loads(FULL.read_text()) | {
         "created": created,
         "environment": {
             "cpu": "AMD EPYC",

@@ -13,18 +13,19 @@ writer, rewrite the goldens with ``QBENCH_UPDATE_GOLDEN=1 pytest tests/test_html
 review their diff.
 """
 
-import copy
 import json
 import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from qbench.html import render_html
 from qbench.report import write_reports
+from qbench.results import RunResult, Verdict
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
@@ -33,7 +34,7 @@ WRITTEN = ("report.md", "report.json", "report.html")
 
 @pytest.fixture
 def report():
-    return json.loads((HERE / "fixtures" / "report.json").read_text())
+    return RunResult.from_json(json.loads((HERE / "fixtures" / "report.json").read_text()))
 
 
 def test_report_writers_match_the_golden_files(report, tmp_path):
@@ -53,18 +54,16 @@ def test_the_verdict_comes_first_with_each_failed_check(report):
     page = render_html(report)
     verdict = page.index('<div class="verdict FAIL">')
     assert verdict < page.index("<table") and verdict < page.index("<h2>")
-    (check,) = [c for c in report["signoff"]["checks"] if c["name"] == "INT8 logits SQNR"]
-    assert check["passed"] is False and check["limit"] == 70.0
-    assert f"INT8 logits SQNR: {check['value']:.1f} dB, limit &gt;= 70.0 dB" in page
+    (check,) = [c for c in report.signoff.checks if c.name == "INT8 logits SQNR"]
+    assert check.passed is False and check.limit == 70.0
+    assert f"INT8 logits SQNR: {check.value:.1f} dB, limit &gt;= 70.0 dB" in page
     assert "1 of 10 sign-off checks failed" in page
     assert page.count('<td class="failed">FAIL</td>') == 1  # the sign-off table's row
 
 
 def test_a_passing_report_says_so_without_a_failure_list(report):
-    for c in report["signoff"]["checks"]:
-        c["passed"] = True
-    report["signoff"]["verdict"] = "PASS"
-    page = render_html(report)
+    checks = tuple(replace(c, passed=True) for c in report.signoff.checks)
+    page = render_html(replace(report, signoff=Verdict("PASS", checks)))
     assert '<div class="verdict PASS">' in page and "every sign-off check passed" in page
     assert 'class="failed"' not in page
 
@@ -80,17 +79,13 @@ def test_the_page_is_self_contained(report):
 
 
 def test_report_values_are_escaped(report):
-    report["model"]["name"] = "<b>net</b> & co"
-    page = render_html(report)
+    page = render_html(replace(report, model=replace(report.model, name="<b>net</b> & co")))
     assert "&lt;b&gt;net&lt;/b&gt; &amp; co" in page and "<b>net" not in page
 
 
-def test_absent_keys_are_skipped(report):
-    bare = copy.deepcopy(report)
-    del bare["diagnosis"]
-    for entry in bare["results"].values():
-        del entry["latency_samples_ms"]
-    del bare["speed"], bare["definition"]
+def test_absent_sections_are_skipped(report):
+    results = {name: replace(r, samples_ms=()) for name, r in report.results.items()}
+    bare = replace(report, diagnosis=None, speed=None, definition={}, results=results)
     page = render_html(bare)
     assert "<svg" not in page and "Latency distributions" not in page
     assert "Diagnosis" not in page and "<h2>Layers</h2>" in page

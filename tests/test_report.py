@@ -1,10 +1,12 @@
 """Report writing: atomic folders, JSON without NaN, a readable Markdown."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from qbench import atomic
+from qbench.results import Check, RunResult
 
 
 def test_write_folder_is_complete_and_never_overwrites(tmp_path):
@@ -37,6 +39,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from qbench import build, targets
     from qbench.compare import latency_stats
     from qbench.report import _graph, latency_table
+    from qbench.results import Latency, RunnerResult
     from qbench.runners import TVMRunner
 
     torch.manual_seed(7)
@@ -54,11 +57,10 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     results = {}
     for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod)):
         runner = TVMRunner(build.build(mod, LLVM), targets.device_for(LLVM), 1, (32, 64, 64), name)
-        results[name] = {"latency": latency_stats(runner.time(calib[0], warmup=2, repeat=20))}
-    table = latency_table({"results": results}, "simple")
-    slower = (
-        results["tvm_int8"]["latency"]["median_ms"] > results["tvm_fp32"]["latency"]["median_ms"]
-    )
+        samples = runner.time(calib[0], warmup=2, repeat=20)
+        results[name] = RunnerResult(name, Latency(**latency_stats(samples)), samples, {}, {})
+    table = latency_table(results, "simple")
+    slower = results["tvm_int8"].latency.median_ms > results["tvm_fp32"].latency.median_ms
     assert ("INT8 does not pay off" in table) == slower and "median vs TVM FP32" in table
     added = _graph(q.fp32_mod, q.int8_mod)["int8_added_ops"]
     # two integer layers, each with one quantize and one cast back to float32; the padded
@@ -80,9 +82,14 @@ def _check(name, value, op, limit, unit, passed, **extra):
 
 
 @pytest.fixture
-def report():
-    """A finished report with known numbers: 718 evaluation images, INT8 agrees on 629."""
-    lat = {"mean_ms": 0.0, "runs": 20}
+def report(report_json):
+    return RunResult.from_json(report_json)
+
+
+@pytest.fixture
+def report_json():
+    """A finished report.json with known numbers: 718 evaluation images, INT8 agrees on 629."""
+    lat = {"mean_ms": 0.0, "runs": 1}
     int8_metrics = _metrics(
         top1_agreement=(629, 718),
         top5_agreement=(3400, 3590),
@@ -124,10 +131,18 @@ def report():
         "weight_sqnr_min_db": 40.0,
         "collapsed_channels": [],
     }
+    model = {"name": "resnet18", "weights": "random", "random_weights": True}
+    model |= {"input_shape": [3, 224, 224], "aten_ops": {"aten.conv2d.default": 20}}
+    data = {"source": "photos", "synthetic": False, "labelled": True, "calib_size": 32}
+    data |= {"eval_size": 718, "seed": 0}
     return {
-        "schema_version": 1,
-        "model": {"name": "resnet18", "weights": "random", "random_weights": True},
-        "data": {"source": "photos", "synthetic": False, "calib_size": 32, "eval_size": 718},
+        "schema_version": 2,
+        "created": "2026-11-30T12:00:00+00:00",
+        "definition": {"model": "resnet18", "digest": "ab" * 32},
+        "policy": None,
+        "diagnosis": None,
+        "model": model,
+        "data": data,
         "environment": {
             "target": {"kind": "llvm"},
             "threads": 2,
@@ -151,15 +166,21 @@ def report():
         "results": {
             "pytorch_fp32": {
                 "latency": {**lat, "median_ms": 12.0, "p90_ms": 13.0, "std_ms": 0.5},
+                "latency_samples_ms": [12.0],
                 "metrics": ref_metrics,
+                "per_image": {},
             },
             "tvm_fp32": {
                 "latency": {**lat, "median_ms": 4.0, "p90_ms": 4.2, "std_ms": 0.1},
+                "latency_samples_ms": [4.0],
                 "metrics": fp32_metrics,
+                "per_image": {},
             },
             "tvm_int8": {
                 "latency": {**lat, "median_ms": 2.5, "p90_ms": 2.6, "std_ms": 0.1},
+                "latency_samples_ms": [2.5],
                 "metrics": int8_metrics,
+                "per_image": {},
             },
         },
         "signoff": {"verdict": "FAIL", "checks": checks},
@@ -200,7 +221,7 @@ def test_agreement_and_accuracy_are_percentages_with_counts(report):
 def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
     from qbench.report import latency_table
 
-    table = latency_table(report, "simple")
+    table = latency_table(report.results, "simple")
     assert _row(table, "PyTorch FP32").endswith("3.00x slower")  # 12.0 / 4.0
     assert _row(table, "TVM FP32").endswith("1.00x (reference)")
     assert _row(table, "TVM INT8").endswith("1.60x faster")  # 4.0 / 2.5
@@ -212,18 +233,20 @@ def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
     speed conclusion."""
     from qbench.report import latency_table
 
-    report["results"]["tvm_int8"]["latency"]["median_ms"] = 8.0  # 2x slower than TVM FP32
-    report["precision"] = {"integer_ops": "conv2d, matmul (SIMULATED: fake-quantized FP32)"}
-    row = _row(latency_table(report, "simple"), "TVM INT8")
+    int8 = report.results["tvm_int8"]
+    slow = replace(int8, latency=replace(int8.latency, median_ms=8.0))  # 2x TVM FP32's
+    results = report.results | {"tvm_int8": slow}
+    row = _row(latency_table(results, "simple", simulated=True), "TVM INT8")
     assert "SIMULATED" in row and row.endswith("2.00x slower") and "pay off" not in row
-    del report["precision"]
-    assert _row(latency_table(report, "simple"), "TVM INT8").endswith("INT8 does not pay off")
+    assert _row(latency_table(results, "simple"), "TVM INT8").endswith("INT8 does not pay off")
+    precision = {"integer_ops": "conv2d, matmul (SIMULATED: fake-quantized FP32)"}
+    assert replace(report, precision=precision).simulated and not report.simulated
 
 
 def test_signoff_values_are_in_the_units_of_their_limits(report):
     from qbench.report import signoff_table
 
-    table = signoff_table(report, "simple")
+    table = signoff_table(report.signoff, "simple")
     assert "87.6 %" in _row(table, "INT8 top-1 agreement")
     assert ">= 97.0 %" in _row(table, "INT8 top-1 agreement")
     drop = _row(table, "INT8 top-1 accuracy drop")  # 100 * 15 / 718 = 2.089 points
@@ -236,25 +259,25 @@ def test_signoff_values_are_in_the_units_of_their_limits(report):
 def test_a_failing_value_never_looks_equal_to_its_limit():
     from qbench.report import check_value_and_limit
 
-    check = _check("INT8 top-1 agreement", 0.9699, ">=", 0.97, "fraction", False)
+    check = Check("INT8 top-1 agreement", 0.9699, ">=", 0.97, False, "fraction")
     assert check_value_and_limit(check) == ("96.99 %", ">= 97.00 %")
-    check = _check("INT8 top-1 accuracy drop", 1.0, "<=", 1.0, "points", True)
+    check = Check("INT8 top-1 accuracy drop", 1.0, "<=", 1.0, True, "points")
     assert check_value_and_limit(check) == ("1.0 points", "<= 1.0 points")
 
 
 def test_added_ops_are_words_most_frequent_first(report):
     from qbench.report import added_ops_words
 
-    text = added_ops_words(report["graph"]["int8_added_ops"])
+    text = added_ops_words(report.graph["int8_added_ops"])
     assert text.startswith("INT8 graph adds 12 dtype casts, 12 quantizes, 2 where, 1 pad (")
     assert added_ops_words({}) == "INT8 graph adds no ops to the FP32 graph"
 
 
-def test_written_report_is_readable_and_json_keeps_its_keys(report, tmp_path):
+def test_written_report_is_readable_and_json_keeps_its_keys(report, report_json, tmp_path):
     from qbench.report import render_console, write_reports
 
     out = write_reports(report, tmp_path)
-    assert json.loads((out / "report.json").read_text()) == report
+    assert json.loads((out / "report.json").read_text()) == report_json
     for text in (render_console(report), (out / "report.md").read_text()):
         assert "87.6 % (629/718)" in text and "1.60x faster" in text
         assert "INT8 graph adds 12 dtype casts" in text

@@ -7,6 +7,7 @@ import pytest
 
 from qbench.cli import _options, _parser, main
 from qbench.compare import compare_logits
+from qbench.results import Latency, Ratio, RunnerResult, Speed
 from qbench.signoff import Limits, signoff
 
 LOOSE = Limits(0.0, 100.0, 0.0, -1.0, 0.0)  # every threshold at the end of its range
@@ -19,10 +20,16 @@ def _results(agreement, ref_acc=None, int8_acc=None, fp32_agreement=1.0, nonfini
     if int8_acc is not None:
         int8["top1_accuracy"] = int8_acc
     fp32 = {"top1_agreement": fp32_agreement, "nonfinite_logits": 0}
+    return _runners(ref, fp32, int8)
+
+
+def _runners(ref, fp32, int8, int8_median_ms=5.0):
+    """{runner name: ``RunnerResult``} with these metrics; one latency sample each, ms."""
+    medians = {"pytorch_fp32": 10.0, "tvm_fp32": 5.0, "tvm_int8": int8_median_ms}
+    metrics = {"pytorch_fp32": ref, "tvm_fp32": fp32, "tvm_int8": int8}
     return {
-        "pytorch_fp32": {"metrics": ref},
-        "tvm_fp32": {"metrics": fp32},
-        "tvm_int8": {"metrics": int8},
+        name: RunnerResult(name, Latency(ms, ms, ms, 0.0, 1), (ms,), metrics[name], {})
+        for name, ms in medians.items()
     }
 
 
@@ -33,11 +40,7 @@ def _compared(ref, out, labels=None):
     reference = {"nonfinite_logits": 0}
     if labels is not None:
         reference["top1_accuracy"] = float(np.mean(ref.argmax(1) == labels))
-    return {
-        "pytorch_fp32": {"metrics": reference},
-        "tvm_fp32": {"metrics": compare_logits(ref, ref, labels)},
-        "tvm_int8": {"metrics": compare_logits(ref, out, labels)},
-    }
+    return _runners(reference, compare_logits(ref, ref, labels), compare_logits(ref, out, labels))
 
 
 def _limits(**changed):
@@ -45,28 +48,28 @@ def _limits(**changed):
 
 
 def _failed(out):
-    return [c["name"] for c in out["checks"] if c["passed"] is False]
+    return [c.name for c in out.checks if c.passed is False]
 
 
 def _check(out, name):
-    (check,) = [c for c in out["checks"] if c["name"] == name]
+    (check,) = [c for c in out.checks if c.name == name]
     return check
 
 
 def test_pass_needs_every_check():
     limits = Limits(min_top1_agreement=0.97, max_accuracy_drop=1.0)
-    assert signoff(_results(0.98, 0.90, 0.895), limits, 1000)["verdict"] == "PASS"
+    assert signoff(_results(0.98, 0.90, 0.895), limits, 1000).verdict == "PASS"
     out = signoff(_results(0.96, 0.90, 0.90), limits, 1000)
     assert _failed(out) == ["INT8 top-1 agreement"]
     drop = signoff(_results(0.99, 0.90, 0.88), limits, 1000)
     assert _failed(drop) == ["INT8 top-1 accuracy drop"]
-    assert [(c["value"], c["unit"]) for c in drop["checks"] if not c["passed"]] == [(2.0, "points")]
+    assert [(c.value, c.unit) for c in drop.checks if not c.passed] == [(2.0, "points")]
 
 
 def test_a_drop_equal_to_its_limit_passes_despite_float_noise():
     # 90 % -> 89 % is 1 point; in floats 100 x (0.90 - 0.89) = 1.0000000000000009.
     out = signoff(_results(1.0, 0.90, 0.89), Limits(max_accuracy_drop=1.0), 1000)
-    assert out["verdict"] == "PASS" and _check(out, "INT8 top-1 accuracy drop")["value"] == 1.0
+    assert out.verdict == "PASS" and _check(out, "INT8 top-1 accuracy drop").value == 1.0
 
 
 def test_fp32_disagreement_and_nonfinite_logits_fail():
@@ -79,7 +82,7 @@ def test_fp32_disagreement_and_nonfinite_logits_fail():
 
 
 def test_unlabelled_data_skips_the_accuracy_check():
-    names = [c["name"] for c in signoff(_results(1.0), Limits(), 1000)["checks"]]
+    names = [c.name for c in signoff(_results(1.0), Limits(), 1000).checks]
     assert not any("accuracy" in n for n in names)
 
 
@@ -90,22 +93,22 @@ def test_nothing_quantized_and_random_weights_are_never_signed_off():
     out = signoff(_results(1.0, 0.0, 0.0), Limits(), 1000, random_weights=True)
     assert _failed(out) == ["trained weights"]
     check = _check(out, "trained weights")
-    assert check["unit"] == "flag" and check["detail"] == "random initialisation"
-    assert check["value"] == 0 and check["op"] == ">=" and check["limit"] == 1
+    assert check.unit == "flag" and check.detail == "random initialisation"
+    assert check.value == 0 and check.op == ">=" and check.limit == 1
 
 
 def test_a_simulated_int8_build_is_never_signed_off():
     out = signoff(_results(1.0, 0.9, 0.9), Limits(), 1000, quantized_layers=3, simulated=True)
-    assert out["verdict"] == "FAIL" and _failed(out) == ["integer INT8 build"]
+    assert out.verdict == "FAIL" and _failed(out) == ["integer INT8 build"]
     check = _check(out, "integer INT8 build")
-    assert check["unit"] == "flag" and check["value"] == 0
-    assert "simulated (fake-quantized FP32)" in check["detail"]
-    assert "proves nothing about the integer build" in check["detail"]
+    assert check.unit == "flag" and check.value == 0
+    assert "simulated (fake-quantized FP32)" in check.detail
+    assert "proves nothing about the integer build" in check.detail
 
 
 def test_every_check_names_the_unit_of_its_value_and_limit():
     out = signoff(_results(0.98, 0.90, 0.895), Limits(), 1000, quantized_layers=3)
-    units = {c["name"]: c["unit"] for c in out["checks"]}
+    units = {c.name: c.unit for c in out.checks}
     assert units == {
         "PyTorch FP32 non-finite logits": "count",
         "FP32 non-finite logits": "count",
@@ -119,14 +122,14 @@ def test_every_check_names_the_unit_of_its_value_and_limit():
         "layers built in INT8": "count",
     }
     keys = {"name", "value", "op", "limit", "passed", "unit"}
-    assert all(set(c) == keys for c in out["checks"])  # the JSON keys of schema 1, plus unit
+    assert all(set(c.to_json()) == keys for c in out.checks)  # the JSON keys of schema 1, plus unit
 
 
 def test_non_finite_reference_logits_fail_the_sign_off():
     results = _results(1.0, 0.9, 0.9)
-    results["pytorch_fp32"]["metrics"]["nonfinite_logits"] = 40
+    results["pytorch_fp32"].metrics["nonfinite_logits"] = 40
     out = signoff(results, Limits(), 1000, quantized_layers=3)
-    assert out["verdict"] == "FAIL" and _failed(out) == ["PyTorch FP32 non-finite logits"]
+    assert out.verdict == "FAIL" and _failed(out) == ["PyTorch FP32 non-finite logits"]
 
 
 # One image, K = 10, distinct logits; INT8 moves the last logit from -5 to -4.5 (order kept).
@@ -141,23 +144,23 @@ NOISY_COSINE = 82.5 / math.sqrt(85 * 80.25)  # 0.99890
 def test_sqnr_passes_at_its_limit_and_fails_above_it():
     results = _compared(REF, NOISY)
     at = signoff(results, _limits(min_sqnr_db=round(NOISY_SQNR_DB, 6)), 10)
-    assert at["verdict"] == "PASS"
+    assert at.verdict == "PASS"
     check = _check(at, "INT8 logits SQNR")
-    assert check["value"] == pytest.approx(NOISY_SQNR_DB, abs=1e-6) and check["op"] == ">="
+    assert check.value == pytest.approx(NOISY_SQNR_DB, abs=1e-6) and check.op == ">="
     above = signoff(results, _limits(min_sqnr_db=round(NOISY_SQNR_DB, 6) + 1e-6), 10)
     assert _failed(above) == ["INT8 logits SQNR"]
 
 
 def test_identical_logits_have_infinite_sqnr_and_pass():
     out = signoff(_compared(REF, REF), _limits(min_sqnr_db=200.0, min_cosine=1.0), 10)
-    assert out["verdict"] == "PASS" and _check(out, "INT8 logits SQNR")["value"] == math.inf
+    assert out.verdict == "PASS" and _check(out, "INT8 logits SQNR").value == math.inf
 
 
 def test_cosine_passes_at_its_limit_and_fails_above_it():
     results = _compared(REF, NOISY)
     at = signoff(results, _limits(min_cosine=round(NOISY_COSINE, 6)), 10)
-    assert at["verdict"] == "PASS"
-    assert _check(at, "INT8 logits cosine")["value"] == pytest.approx(NOISY_COSINE, abs=1e-6)
+    assert at.verdict == "PASS"
+    assert _check(at, "INT8 logits cosine").value == pytest.approx(NOISY_COSINE, abs=1e-6)
     above = signoff(results, _limits(min_cosine=round(NOISY_COSINE, 6) + 1e-6), 10)
     assert _failed(above) == ["INT8 logits cosine"]
 
@@ -168,7 +171,7 @@ def test_top5_agreement_passes_at_its_limit_and_fails_above_it():
     swapped = [4.0, 3.0, 2.0, 1.0, -1.0, 0.0, -2.0, -3.0, -4.0, -5.0]
     results = _compared(REF * 2, [REF[0], swapped])
     at = signoff(results, _limits(min_top1_agreement=1.0, min_top5_agreement=0.9), 10)
-    assert at["verdict"] == "PASS" and _check(at, "INT8 top-5 agreement")["value"] == 0.9
+    assert at.verdict == "PASS" and _check(at, "INT8 top-5 agreement").value == 0.9
     above = signoff(results, _limits(min_top5_agreement=0.9 + 1e-6), 10)
     assert _failed(above) == ["INT8 top-5 agreement"]
 
@@ -180,7 +183,7 @@ def test_fidelity_checks_of_nonfinite_int8_logits_fail_with_the_reason():
     assert {"INT8 non-finite logits", "INT8 logits SQNR", "INT8 logits cosine"} <= set(failed)
     for name in ("INT8 logits SQNR", "INT8 logits cosine"):
         check = _check(out, name)
-        assert check["value"] is None and "not finite" in check["detail"]
+        assert check.value is None and "not finite" in check.detail
 
 
 # K = 1: one logit per image. INT8 is off by 0.25 on two of three images.
@@ -194,20 +197,20 @@ def test_a_single_logit_is_judged_by_fidelity_not_ranking():
     results = _compared(SINGLE, SINGLE_INT8, labels)
     limits = _limits(min_top1_agreement=1.0, min_top5_agreement=1.0, max_accuracy_drop=0.0)
     out = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6), min_cosine=1.0), 1)
-    assert out["verdict"] == "PASS"
+    assert out.verdict == "PASS"
     ranking = ("FP32 top-1 agreement", "INT8 top-1 agreement", "INT8 top-5 agreement")
     for name in (*ranking, "INT8 top-1 accuracy drop"):
         check = _check(out, name)
-        assert check["passed"] is None and check["value"] is None
-        assert check["detail"] == "not applicable: a single output logit"
-    assert _check(out, "INT8 logits cosine")["value"] == 1.0  # every sign kept
-    assert signoff(results, limits, 1)["verdict"] == "PASS"  # ranking limits do not apply
+        assert check.passed is None and check.value is None
+        assert check.detail == "not applicable: a single output logit"
+    assert _check(out, "INT8 logits cosine").value == 1.0  # every sign kept
+    assert signoff(results, limits, 1).verdict == "PASS"  # ranking limits do not apply
     low = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6) + 1e-6), 1)
     assert _failed(low) == ["INT8 logits SQNR"]
     flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # cosines 1, -1, 1: mean 1/3
     out = signoff(flipped, _limits(min_cosine=0.5), 1)
     assert _failed(out) == ["INT8 logits cosine"]
-    assert _check(out, "INT8 logits cosine")["value"] == pytest.approx(1 / 3, abs=1e-6)
+    assert _check(out, "INT8 logits cosine").value == pytest.approx(1 / 3, abs=1e-6)
 
 
 def test_up_to_five_classes_have_no_top5_check():
@@ -215,19 +218,17 @@ def test_up_to_five_classes_have_no_top5_check():
     out = [[1.0, 0.0, -1.0], [0.0, 0.5, 1.0]]  # image 2: INT8's top-1 is class 2, not 1
     out = signoff(_compared(ref, out), _limits(min_top1_agreement=0.6), 3)
     top5 = _check(out, "INT8 top-5 agreement")
-    assert top5["passed"] is None and top5["detail"] == (
-        "not applicable: 3 classes: always in the top 5"
-    )
+    assert top5.passed is None and top5.detail == ("not applicable: 3 classes: always in the top 5")
     assert _failed(out) == ["INT8 top-1 agreement"]  # 1 of 2 = 0.5 < 0.6
-    assert _check(out, "INT8 top-1 agreement")["value"] == 0.5
+    assert _check(out, "INT8 top-1 agreement").value == 0.5
 
 
 def test_the_signoff_table_shows_units_and_not_applicable_checks():
     from qbench.report import signoff_table
 
     results = _compared(SINGLE, SINGLE_INT8)
-    report = {"signoff": signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)}
-    rows = {line.split("  ")[0]: line for line in signoff_table(report, "simple").splitlines()}
+    verdict = signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)
+    rows = {line.split("  ")[0]: line for line in signoff_table(verdict, "simple").splitlines()}
     assert "16.2 dB" in rows["INT8 logits SQNR"] and ">= 17.0 dB" in rows["INT8 logits SQNR"]
     assert rows["INT8 logits SQNR"].endswith("FAIL")
     assert "1.000" in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
@@ -267,15 +268,13 @@ def test_signoff_flags_reach_the_run_options_with_limits_defaults():
 
 
 def _speed(ratio, low, high):
-    """A report's ``speed`` whose TVM INT8 / TVM FP32 latency ratio is ``ratio`` (CI low-high)."""
-    r = {"ratio": ratio, "ci_low": low, "ci_high": high, "confidence": 0.95}
-    return {"ratios": {"tvm_int8/tvm_fp32": r}, "noisy": False, "noisy_reason": None}
+    """A run's ``Speed`` whose TVM INT8 / TVM FP32 latency ratio is ``ratio`` (CI low-high)."""
+    return Speed({"tvm_int8/tvm_fp32": Ratio(ratio, low, high, 0.95)}, False, None)
 
 
 def _timed(int8_median_ms=5.0):
-    results = _results(1.0)
-    results["tvm_int8"]["latency"] = {"median_ms": int8_median_ms}
-    return results
+    metrics = [r.metrics for r in _results(1.0).values()]
+    return _runners(*metrics, int8_median_ms)
 
 
 SPEEDUP = "INT8 speed-up over TVM FP32"
@@ -285,8 +284,8 @@ def test_int8_wholly_slower_than_its_limit_fails_the_speed_check():
     out = signoff(_timed(), Limits(), 1000, quantized_layers=3, speed=_speed(2.0, 1.6, 2.5))
     assert _failed(out) == [SPEEDUP]
     check = _check(out, SPEEDUP)  # speed-up = 1 / ratio: 0.5, CI 1/2.5-1/1.6 = 0.4-0.625
-    assert check["value"] == 0.5 and check["op"] == ">=" and check["limit"] == 1.0
-    assert (check["ci_low"], check["ci_high"]) == (0.4, 0.625) and check["unit"] == "speed-up"
+    assert check.value == 0.5 and check.op == ">=" and check.limit == 1.0
+    assert (check.ci_low, check.ci_high) == (0.4, 0.625) and check.unit == "speed-up"
 
 
 def test_a_speed_up_below_the_limit_within_its_ci_passes():
@@ -295,8 +294,8 @@ def test_a_speed_up_below_the_limit_within_its_ci_passes():
     limits = Limits(min_int8_speedup=1.1)
     out = signoff(_timed(), limits, 1000, quantized_layers=3, speed=_speed(1.25, 0.8, 1.6))
     check = _check(out, SPEEDUP)
-    assert out["verdict"] == "PASS" and check["passed"] and check["value"] == 0.8
-    assert "within the confidence interval" in check["detail"]
+    assert out.verdict == "PASS" and check.passed and check.value == 0.8
+    assert "within the confidence interval" in check.detail
     limits = Limits(min_int8_speedup=1.3)  # above the best case 1.25: FAIL
     out = signoff(_timed(), limits, 1000, quantized_layers=3, speed=_speed(1.25, 0.8, 1.6))
     assert _failed(out) == [SPEEDUP]
@@ -305,8 +304,8 @@ def test_a_speed_up_below_the_limit_within_its_ci_passes():
 def test_int8_latency_limit_is_checked_only_when_given():
     speed = _speed(0.5, 0.45, 0.55)
     names = [
-        c["name"]
-        for c in signoff(_timed(12.0), Limits(), 1000, quantized_layers=3, speed=speed)["checks"]
+        c.name
+        for c in signoff(_timed(12.0), Limits(), 1000, quantized_layers=3, speed=speed).checks
     ]
     assert "INT8 median latency" not in names and SPEEDUP in names
     out = signoff(
@@ -314,11 +313,11 @@ def test_int8_latency_limit_is_checked_only_when_given():
     )
     assert _failed(out) == ["INT8 median latency"]
     check = _check(out, "INT8 median latency")
-    assert (check["value"], check["op"], check["limit"], check["unit"]) == (12.0, "<=", 10.0, "ms")
+    assert (check.value, check.op, check.limit, check.unit) == (12.0, "<=", 10.0, "ms")
     out = signoff(
         _timed(12.0), Limits(max_int8_latency_ms=12.0), 1000, quantized_layers=3, speed=speed
     )
-    assert out["verdict"] == "PASS"
+    assert out.verdict == "PASS"
 
 
 def test_speed_checks_of_a_simulated_build_do_not_apply():
@@ -328,8 +327,8 @@ def test_speed_checks_of_a_simulated_build_do_not_apply():
     assert _failed(out) == ["integer INT8 build"]
     for name in (SPEEDUP, "INT8 median latency"):
         check = _check(out, name)
-        assert check["passed"] is None and check["value"] is None
-        assert check["detail"].startswith("not applicable: simulated")
+        assert check.passed is None and check.value is None
+        assert check.detail.startswith("not applicable: simulated")
 
 
 def test_the_signoff_table_shows_the_speed_up_with_its_ci():
@@ -342,9 +341,7 @@ def test_the_signoff_table_shows_the_speed_up_with_its_ci():
         quantized_layers=3,
         speed=_speed(2.0, 1.6, 2.5),
     )
-    rows = {
-        line.split("  ")[0]: line for line in signoff_table({"signoff": out}, "simple").splitlines()
-    }
+    rows = {line.split("  ")[0]: line for line in signoff_table(out, "simple").splitlines()}
     assert "0.50x (95 % CI 0.40-0.62)" in rows[SPEEDUP] and ">= 1.00x" in rows[SPEEDUP]
     assert (
         "12.00 ms" in rows["INT8 median latency"] and "<= 10.00 ms" in rows["INT8 median latency"]

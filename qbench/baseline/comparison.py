@@ -39,12 +39,12 @@ TITLES = {
 
 def definition_differences(report, baseline):
     """Names of the definition fields whose values differ (``digest`` excluded), sorted."""
-    a, b = report["definition"], baseline["definition"]
+    a, b = report.definition, baseline.definition
     return sorted(k for k in set(a) | set(b) if k != "digest" and a.get(k) != b.get(k))
 
 
 def compare(report, baseline, factor=1.10, alpha=0.01):
-    """Compare ``report`` with ``baseline`` (both report dicts, schema_version >= 2).
+    """Compare ``report`` with ``baseline`` (both ``results.RunResult``).
 
     Args:
         factor: latency ratio of medians beyond which a change may count, > 1.
@@ -56,17 +56,17 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         ``regression`` (bool: any row's verdict is "regression").
     """
     differences = definition_differences(report, baseline)
-    if report["definition"]["digest"] != baseline["definition"]["digest"] or differences:
+    if report.definition["digest"] != baseline.definition["digest"] or differences:
         return {"comparable": False, "differences": differences, "rows": [], "regression": False}
-    load = _load_change(baseline["results"], report["results"], factor, alpha)
-    rows = _ratio_rows(baseline["results"], report["results"], factor, alpha, load)
-    for name, entry in report["results"].items():
-        base = baseline["results"].get(name)
+    load = _load_change(baseline.results, report.results, factor, alpha)
+    rows = _ratio_rows(baseline.results, report.results, factor, alpha, load)
+    for name, entry in report.results.items():
+        base = baseline.results.get(name)
         if base is None:
             continue
         rows.append(_latency_row(name, base, entry, factor, alpha, load))
         rows += [_paired_row(name, base, entry, m, v, alpha) for m, v in PAIRED]
-        rows += [_shown_row(name, base["metrics"], entry["metrics"], m) for m in SHOWN]
+        rows += [_shown_row(name, base.metrics, entry.metrics, m) for m in SHOWN]
     rows = [r for r in rows if r is not None]
     rows.append(_speedup_row(baseline, report))
     regression = any(r["verdict"] == stats.REGRESSION for r in rows)
@@ -91,7 +91,7 @@ def _load_change(base, new, factor, alpha):
     load changed between the runs), else None."""
     if CONTROL not in base or CONTROL not in new:
         return None
-    samples = base[CONTROL]["latency_samples_ms"], new[CONTROL]["latency_samples_ms"]
+    samples = base[CONTROL].samples_ms, new[CONTROL].samples_ms
     change = stats.latency_change(*samples, factor, alpha)
     return None if change["verdict"] == stats.SAME else change
 
@@ -99,15 +99,13 @@ def _load_change(base, new, factor, alpha):
 def _latency_row(name, base, new, factor, alpha, load):
     """Absolute median latency; the control's row, and every row while the control moved
     (``load``), carry a note instead of a verdict."""
-    change = stats.latency_change(
-        base["latency_samples_ms"], new["latency_samples_ms"], factor, alpha
-    )
+    change = stats.latency_change(base.samples_ms, new.samples_ms, factor, alpha)
     verdict = change["verdict"]
     if load is not None:
         verdict = _not_judged(load)
     elif name == CONTROL:
         verdict = "control"  # unchanged: a change would have set ``load``
-    medians = base["latency"]["median_ms"], new["latency"]["median_ms"]
+    medians = base.latency.median_ms, new.latency.median_ms
     return _change_row("median latency (ms)", name, medians, change, verdict)
 
 
@@ -139,8 +137,8 @@ def _ratio_rows(base, new, factor, alpha, load):
 def round_ratios(results, num, den):
     """Per-round latency ratios ``num / den`` (float64 (R,)): sample i of both runners
     comes from timing round i (``timing.interleaved``)."""
-    a = np.asarray(results[num]["latency_samples_ms"], np.float64)
-    b = np.asarray(results[den]["latency_samples_ms"], np.float64)
+    a = np.asarray(results[num].samples_ms, np.float64)
+    b = np.asarray(results[den].samples_ms, np.float64)
     return a / b
 
 
@@ -152,11 +150,11 @@ def _change_row(metric, runner, values, change, verdict):
 def _paired_row(name, base, new, metric, vector, alpha):
     """A top-1 agreement or accuracy row, tested when both runs have the per-image
     outcomes; None when neither run has the metric."""
-    b, n = base["metrics"], new["metrics"]
+    b, n = base.metrics, new.metrics
     if b.get(metric) is None and n.get(metric) is None:
         return None
     row = _row(TITLES[metric], name, _counts(b, metric), _counts(n, metric))
-    bv, nv = base.get("per_image", {}).get(vector), new.get("per_image", {}).get(vector)
+    bv, nv = base.per_image.get(vector), new.per_image.get(vector)
     if bv is not None and nv is not None and len(bv) == len(nv):
         test = stats.paired_change(bv, nv, alpha)
         row["change"] = f"-{test['lost']} +{test['gained']} images"
@@ -183,8 +181,8 @@ def _shown_row(name, base, new, metric):
 
 def speedup(report):
     """INT8 speed-up over TVM FP32: median TVM FP32 latency / median TVM INT8 latency."""
-    res = report["results"]
-    return res["tvm_fp32"]["latency"]["median_ms"] / res["tvm_int8"]["latency"]["median_ms"]
+    res = report.results
+    return res["tvm_fp32"].latency.median_ms / res["tvm_int8"].latency.median_ms
 
 
 def _speedup_row(baseline, report):

@@ -50,8 +50,8 @@ def history(store, model, target):
     points = []
     for path in runs(store):
         report = load_entry(path)["report"]
-        env = report["environment"]
-        if report["definition"]["model"] == model and matches_target(env["target"], target):
+        same_model = report.definition["model"] == model
+        if same_model and matches_target(report.environment["target"], target):
             points.append(point(report, path.parts[-4]))
     return sorted(points, key=lambda p: p["created"])
 
@@ -59,21 +59,22 @@ def history(store, model, target):
 def point(report, machine):
     """One run's figures: created (ISO time), commit, machine, top-1 agreement (fraction),
     accuracy drop (percentage points; None without labels), SQNR (dB), INT8 and FP32
-    medians (ms), speed-up (TVM FP32 / TVM INT8 medians)."""
-    res = report["results"]
-    int8, ref = res["tvm_int8"]["metrics"], res["pytorch_fp32"]["metrics"]
+    medians (ms), speed-up (TVM FP32 / TVM INT8 medians); ``report`` is a
+    ``results.RunResult``."""
+    res = report.results
+    int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
     drop = None
     if int8.get("top1_accuracy") is not None and ref.get("top1_accuracy") is not None:
         drop = 100 * (ref["top1_accuracy"] - int8["top1_accuracy"])
     return {
-        "created": report["created"],
-        "commit": report["environment"].get("qbench_commit"),
+        "created": report.created,
+        "commit": report.environment.get("qbench_commit"),
         "machine": machine,
         "top1_agreement": int8.get("top1_agreement"),
         "accuracy_drop_points": drop,
         "sqnr_db": int8.get("sqnr_db"),
-        "int8_median_ms": res["tvm_int8"]["latency"]["median_ms"],
-        "fp32_median_ms": res["tvm_fp32"]["latency"]["median_ms"],
+        "int8_median_ms": res["tvm_int8"].latency.median_ms,
+        "fp32_median_ms": res["tvm_fp32"].latency.median_ms,
         "speedup": speedup(report),
     }
 

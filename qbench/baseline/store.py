@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..atomic import to_json, write_text
 from ..errors import UserError
+from ..results import RunResult
 
 STORE_VERSION = 1
 MIN_SCHEMA = 2  # reports before schema 2 lack the definition and per-image outcomes
@@ -29,17 +30,28 @@ def load_report(path):
     Args:
         path: a report.json file, or its folder.
     Returns:
-        the report dict.
+        the report, a ``results.RunResult``.
     Raises:
         UserError: the file is missing, unreadable, not JSON, or a report without a
-            ``definition`` (schema_version < 2); the message names the file.
+            ``definition`` (schema_version < 2) or another field; the message names the file.
     """
     path = Path(path)
     if path.is_dir():
         path = path / "report.json"
     report = _read_json(path, "report")
     check_report(report, path, "report")
-    return report
+    return _typed(report, path, "report")
+
+
+def _typed(report, path, what):
+    """The checked report dict of the file ``path`` as a ``RunResult``.
+
+    Raises:
+        UserError: a field is missing (named, with the file)."""
+    try:
+        return RunResult.from_json(report)
+    except UserError as e:
+        raise UserError(f"{path}: damaged {what} ({e})") from None
 
 
 REQUIRED = (  # fields every compared report must have, as dotted key paths
@@ -82,7 +94,8 @@ def _get(obj, keys):
 
 
 def load_entry(path):
-    """Read a stored baseline file; returns its dict (``report`` inside).
+    """Read a stored baseline file; returns its dict (``report`` inside, a
+    ``results.RunResult``).
 
     Raises:
         UserError: missing, unreadable or damaged; the message names the file, which is left
@@ -96,7 +109,7 @@ def load_entry(path):
             "left unchanged"
         )
     check_report(entry.get("report"), path, "baseline file")
-    return entry
+    return entry | {"report": _typed(entry["report"], path, "baseline file")}
 
 
 def _read_json(path, what):
@@ -113,14 +126,14 @@ def _read_json(path, what):
 def key(report):
     """The store key of a report: {``machine``, ``model``, ``target``, ``digest``}, each a
     file-name-safe string."""
-    env = report["environment"]
+    env = report.environment
     target = json.dumps(env["target"], sort_keys=True)
     target_hash = hashlib.sha256(target.encode()).hexdigest()[:8]
     return {
         "machine": _slug(f"{env['cpu']}-{env['machine']}-{env['threads']}t"),
-        "model": _slug(report["definition"]["model"]),
+        "model": _slug(report.definition["model"]),
         "target": f"{_slug(env['target']['kind'])}-{target_hash}",
-        "digest": report["definition"]["digest"],
+        "digest": report.definition["digest"],
     }
 
 
@@ -138,7 +151,7 @@ def save(report, store, source=None):
         (the file, a ``Path``; True when written now, False when it was already there).
     """
     k = key(report)
-    created = dt.datetime.fromisoformat(report["created"]).strftime("%Y%m%dT%H%M%S")
+    created = dt.datetime.fromisoformat(report.created).strftime("%Y%m%dT%H%M%S")
     folder = Path(store) / k["machine"] / k["model"] / k["target"]
     path = folder / f"{created}-{k['digest'][:12]}.json"
     if path.exists():
@@ -148,7 +161,7 @@ def save(report, store, source=None):
         "key": k,
         "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "source": str(source) if source else None,
-        "report": report,
+        "report": report.to_json(),
     }
     write_text(path, to_json(entry))
     return path, True
