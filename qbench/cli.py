@@ -96,14 +96,22 @@ def _parser():
     from . import __version__
 
     p = argparse.ArgumentParser(
-        prog="qbench", description=DESCRIPTION, epilog=EPILOG, formatter_class=_HelpFormatter
+        allow_abbrev=False,
+        prog="qbench",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"qbench {__version__}")
     sub = p.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     def command(name, text):
         return sub.add_parser(
-            name, help=text, description=textwrap.fill(text, 80), formatter_class=_HelpFormatter
+            name,
+            allow_abbrev=False,
+            help=text,
+            description=textwrap.fill(text, 80),
+            formatter_class=_HelpFormatter,
         )
 
     r = command(
@@ -476,15 +484,16 @@ def _limits(args):
         UserError: a bad policy file (``policy.load``) or ``--target``.
     """
     from . import policy, targets
+    from .zoo import model_id
 
     given = {dest: getattr(args, dest) for dest, _, _ in SIGNOFF_OPTIONS}
     given = {dest: value for dest, value in given.items() if value is not None}
     path = getattr(args, "policy", None)
     if path is None:
-        return policy.applied(None, args.model, None, given)
+        return policy.applied(None, model_id(args.model), None, given)
     loaded = policy.load(path)
     kind = targets.parse_target(args.target, args.threads)["kind"]
-    return policy.applied(loaded, args.model, kind, given)
+    return policy.applied(loaded, model_id(args.model), kind, given)
 
 
 def _run(args):

@@ -108,7 +108,8 @@ def resolve(policy, model, kind):
 
     Args:
         policy: ``load``'s dict.
-        model: the ``--model`` text, as the file's ``[models.NAME]`` spells it.
+        model: the model's name, ``zoo.model_id`` of ``--model`` (a file model by its base
+            name: ``[models."m.py:build"]``).
         kind: the target kind (``llvm``, ``cuda``).
     Returns:
         {limit name: (value, table it came from, e.g. ``models.resnet18.targets.llvm``)}.
@@ -133,7 +134,8 @@ def applied(policy, model, kind, given):
         (limits, record): limits {limit name: value} for every ``signoff.Limits`` field
         (flag > policy > ``Limits`` default); record None without a policy, else ``path``,
         ``sha256``, ``model``, ``target_kind``, ``limits`` {name: {"value", "from"}} (what
-        the file set for this run) and ``overridden_by_flags`` (names a flag won).
+        the file set for this run), ``overridden_by_flags`` (names a flag won) and
+        ``unmatched`` (why no model table applied, or None).
     """
     limits = {name: getattr(Limits, name) for name in LIMIT_NAMES}
     chosen = resolve(policy, model, kind) if policy else {}
@@ -147,4 +149,14 @@ def applied(policy, model, kind, given):
         "target_kind": kind,
         "limits": {name: {"value": v, "from": where} for name, (v, where) in chosen.items()},
         "overridden_by_flags": sorted(set(chosen) & set(given)),
+        "unmatched": _unmatched(policy, model),
     }
+
+
+def _unmatched(policy, model):
+    """Why no ``[models.NAME]`` table applies to ``model`` (a misspelt name would otherwise
+    pass unseen), or None when one does or the file has none."""
+    names = sorted(policy["models"])
+    if not names or model in names:
+        return None
+    return f"no [models.{model!r}] table, so [defaults] apply; the file names: {', '.join(names)}"

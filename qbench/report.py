@@ -333,8 +333,11 @@ def policy_line(policy):
         f"{name} {entry['value']:g} ({entry['from']})" for name, entry in policy["limits"].items()
     )
     flags = policy["overridden_by_flags"]
-    return f"policy: {policy['path']} (sha256 {policy['sha256'][:12]}): {set_ or 'no limits'}" + (
-        f"; overridden by flags: {', '.join(flags)}" if flags else ""
+    unmatched = policy.get("unmatched")
+    return (
+        f"policy: {policy['path']} (sha256 {policy['sha256'][:12]}): {set_ or 'no limits'}"
+        + (f"; overridden by flags: {', '.join(flags)}" if flags else "")
+        + (f"; WARNING: {unmatched}" if unmatched else "")
     )
 
 

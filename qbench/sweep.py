@@ -76,14 +76,21 @@ def split_items(text, flag):
     Returns:
         list of str, stripped, in the given order.
     Raises:
-        UserError: an empty list or item, or one given twice.
+        UserError: an empty list or item, one given twice, or unbalanced braces.
     """
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text + ","):
         depth += {"{": 1, "}": -1}.get(ch, 0)
-        if ch == "," and depth <= 0:
+        if depth < 0:
+            raise UserError(f"{flag} {text!r}: a '}}' without its '{{' at character {i + 1}")
+        if ch == "," and depth == 0:
             items.append(text[start:i].strip())
             start = i + 1
+    if depth:
+        raise UserError(
+            f"{flag} {text!r}: a '{{' is never closed; valid: NAME,NAME,... where a JSON "
+            'target dict is given whole, e.g. llvm,{"kind": "llvm", "mcpu": "znver3"}'
+        )
     if "" in items:
         raise UserError(f"{flag} {text!r}: an empty entry; valid: NAME,NAME,... (comma-separated)")
     twice = sorted({item for item in items if items.count(item) > 1})

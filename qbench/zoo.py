@@ -167,6 +167,19 @@ def state_digest(module):
     return h.hexdigest()
 
 
+def model_id(spec_text):
+    """The model's name in reports, baselines and policy files: a registry name as given,
+    ``FILE.py:FUNCTION`` and ``FILE.pt2`` by the file's base name (``./models/m.py:f`` and
+    ``/ci/models/m.py:f`` are both ``m.py:f``), so the same model keeps its baselines and
+    policy table whatever folder a job runs from (the weights digest tells models apart)."""
+    if spec_text.endswith(".pt2"):
+        return Path(spec_text).name
+    if ".py:" in spec_text:
+        file, func_name = spec_text.rsplit(":", 1)
+        return f"{Path(file).name}:{func_name}"
+    return spec_text
+
+
 def load_model(spec_text, weights_path=None, input_shape=None, mean=None, std=None):
     """Resolve ``--model`` into a ``LoadedModel``.
 
@@ -293,7 +306,8 @@ def _load_python(spec_text):
         raise UserError(f"--model {spec_text}: bad input_shape/mean/std {extra}: {e}") from e
     if shape:
         pre = fit_preprocess(pre, shape)
-    return LoadedModel(spec_text, module, shape, pre, "user-module", state_digest(module))
+    name = model_id(spec_text)
+    return LoadedModel(name, module, shape, pre, "user-module", state_digest(module))
 
 
 def _call_user_function(spec_text, file, func_name):
@@ -346,4 +360,5 @@ def _load_exported(path):
     shape = tuple(shapes[0][1:]) if len(shapes) == 1 and len(shapes[0]) == 4 else None
     pre = fit_preprocess(Preprocess(), shape) if shape else Preprocess()
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return LoadedModel(path, module, shape, pre, "exported-program", digest, exported=ep)
+    name = model_id(str(path))
+    return LoadedModel(name, module, shape, pre, "exported-program", digest, exported=ep)

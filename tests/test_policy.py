@@ -113,7 +113,7 @@ def test_the_report_records_the_policy_and_each_criterion(tmp_path):
     (tmp_path / "models.py").write_text(C06_MODEL)
     model = f"{tmp_path / 'models.py'}:build"
     path = tmp_path / "policy.toml"
-    path.write_text(f'[models."{model}".targets.llvm]\nmin_int8_speedup = 1000\n')
+    path.write_text('[models."models.py:build".targets.llvm]\nmin_int8_speedup = 1000\n')
     sizes = "--calib-size 4 --eval-size 4 --batch-size 2 --repeat 20 --min-sqnr 0".split()
     args = ["--data", "synthetic", *sizes, "--min-cosine", "-1", "--policy", str(path)]
     folders = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
@@ -122,7 +122,7 @@ def test_the_report_records_the_policy_and_each_criterion(tmp_path):
     report = json.loads((folder / "report.json").read_text())
     record = report["policy"]
     assert record["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-    where = f"models.{model}.targets.llvm"
+    where = "models.models.py:build.targets.llvm"
     assert record["limits"] == {"min_int8_speedup": {"value": 1000.0, "from": where}}
     (check,) = [c for c in report["signoff"]["checks"] if c["name"].startswith("INT8 speed-up")]
     assert check["limit"] == 1000.0 and check["passed"] is False and check["ci_high"] < 1000
@@ -134,3 +134,18 @@ def test_the_report_records_the_policy_and_each_criterion(tmp_path):
     assert all(len(r["latency_samples_ms"]) == 20 for r in report["results"].values())
     text = (folder / "report.md").read_text()
     assert f"policy: {path}" in text and "speed (latency ratio of medians" in text
+
+
+def test_a_file_model_matches_its_table_from_any_folder_and_a_miss_is_named(tmp_path):
+    """``[models."m.py:build"]`` applies to ``./m.py:build`` and ``/abs/.../m.py:build``
+    alike (``zoo.model_id``); a model without a table is told which tables the file has."""
+    path = tmp_path / "p.toml"
+    path.write_text('[models."m.py:build"]\nmin_cosine = 0.5\n[models.vgg13]\nmin_cosine = 0.6\n')
+    for spelling in ("m.py:build", "./m.py:build", str(tmp_path / "sub" / "m.py:build")):
+        opts = _options(_parser().parse_args(["run", "--model", spelling, "--policy", str(path)]))
+        assert opts.min_cosine == 0.5 and opts.policy["unmatched"] is None
+    opts = _options(_parser().parse_args(["run", "--model", "vgg11", "--policy", str(path)]))
+    assert opts.min_cosine == Limits.min_cosine
+    assert opts.policy["unmatched"] == (
+        "no [models.'vgg11'] table, so [defaults] apply; the file names: m.py:build, vgg13"
+    )

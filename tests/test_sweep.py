@@ -8,6 +8,8 @@ from test_cli import C06_MODEL
 
 from qbench import pipeline, sweep
 from qbench.cli import main
+from qbench.errors import UserError
+from qbench.sweep import split_items
 
 TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "6", "--batch-size", "1"]
 SAME_HOST = '{"kind": "llvm"}'  # a second llvm target: this CPU, no mcpu given
@@ -128,3 +130,20 @@ def test_targets_split_at_commas_outside_json():
     text = 'llvm, {"kind": "llvm", "mcpu": "znver3"} ,cuda'
     expected = ["llvm", '{"kind": "llvm", "mcpu": "znver3"}', "cuda"]
     assert sweep.split_items(text, "--targets") == expected
+
+
+@pytest.mark.parametrize(
+    "text", ['llvm,{"kind": "llvm", "mcpu": "znver3"', 'llvm,"kind": "llvm"}', "{llvm"]
+)
+def test_unbalanced_braces_in_a_grid_exit_2(text):
+    """An unclosed or stray brace is named, not silently dropped with the entry after it."""
+    with pytest.raises(UserError, match="never closed|without its"):
+        split_items(text, "--targets")
+
+
+def test_an_abbreviated_option_is_not_taken_for_another(capsys):
+    """``--model`` is not an abbreviation of ``--models`` (argparse's default would let the
+    last of them replace the grid)."""
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--models", "a,b", "--model", "c"])
+    assert e.value.code == 2 and "--model" in capsys.readouterr().err

@@ -23,3 +23,17 @@ def test_lite0_spec_uses_tf_lite_normalisation():
     assert pre.mean == pytest.approx((127 / 255,) * 3) and pre.std == pytest.approx(
         (128 / 255,) * 3
     )
+
+
+@pytest.mark.parametrize(
+    "spec, name",
+    [
+        ("resnet18", "resnet18"),
+        ("m.py:build", "m.py:build"),
+        ("./models/m.py:build", "m.py:build"),
+        ("/ci/work/models/m.py:build", "m.py:build"),
+        ("../exported/net.pt2", "net.pt2"),
+    ],
+)
+def test_model_id_names_a_file_model_by_its_base_name(spec, name):
+    assert zoo.model_id(spec) == name

@@ -19,7 +19,7 @@ def add_commands(command):
     action = b.add_subparsers(
         dest="action", required=True, metavar="ACTION", help="save: store a report (required)"
     )
-    s = action.add_parser("save", help="store a report as a baseline")
+    s = action.add_parser("save", help="store a report as a baseline", allow_abbrev=False)
     s.add_argument("report", help="a report.json or its folder (required)")
     _add_store(s)
     c = command(
