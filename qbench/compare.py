@@ -64,18 +64,21 @@ def compare_logits(ref, out, labels=None):
     """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K).
 
     When ``out`` holds NaN or infinity, only ``nonfinite_logits`` (the count) is meaningful
-    and both agreements are reported as 0. Every fraction comes with its counts (see
-    ``with_counts``).
+    and both agreements are reported as 0. A single logit (K = 1) has no ranking, so no
+    top-1/top-5 agreement is computed (every view then shows none, not a vacuous 100 %).
+    Every fraction comes with its counts (see ``with_counts``).
     """
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
     nonfinite = int((~np.isfinite(out)).sum())
+    ranked = ref.shape[1] > 1
     if nonfinite:  # NaN rows would agree with argmax 0 and fake a cosine: report only the count
-        zero = {"nonfinite_logits": nonfinite, "top1_agreement": 0.0, "top5_agreement": 0.0}
-        return with_counts(zero, ref.shape)
-    m = {
-        "nonfinite_logits": 0,
-        "top1_agreement": top1_agreement(ref, out),
-        "top5_agreement": top5_agreement(ref, out),
+        zero = {"top1_agreement": 0.0, "top5_agreement": 0.0} if ranked else {}
+        return with_counts({"nonfinite_logits": nonfinite, **zero}, ref.shape)
+    m = {"nonfinite_logits": 0}
+    if ranked:
+        m["top1_agreement"] = top1_agreement(ref, out)
+        m["top5_agreement"] = top5_agreement(ref, out)
+    m |= {
         "max_abs_diff": float(np.abs(ref - out).max()),
         "cosine": cosine(ref, out),
         "sqnr_db": sqnr_db(ref, out),
@@ -129,13 +132,13 @@ def per_image(ref, out, labels=None):
         labels: integer labels (N,), or None for unlabelled data.
     Returns:
         dict: ``top1_match`` (list of N ints, 1 where ``out``'s top-1 class is ``ref``'s),
-        absent when ``out is ref``; ``top1_correct`` (1 where the top-1 class is the label)
+        absent when ``out is ref`` or K = 1 (a single logit has no top-1 class); ``top1_correct`` (1 where the top-1 class is the label)
         when labelled. Both are all 0 when ``out`` holds NaN or infinity (as
         ``compare_logits``, which then reports no agreement).
     """
     top1 = out.argmax(1) if np.isfinite(out).all() else np.full(len(out), -1)
     result = {}
-    if out is not ref:
+    if out is not ref and ref.shape[1] > 1:
         result["top1_match"] = (top1 == ref.argmax(1)).astype(int).tolist()
     if labels is not None:
         result["top1_correct"] = (top1 == np.asarray(labels)).astype(int).tolist()

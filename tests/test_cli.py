@@ -235,6 +235,9 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
     assert [la["dtype"] for la in layers] == ["float32"] + ["uint8 x int8 -> int32"] * 2
     assert "first conv" in layers[0]["reason"]
     assert layers[2]["out_channels"] == 1
+    int8 = report["results"]["tvm_int8"]  # one logit: no ranking, so no agreement at all
+    assert "top1_agreement" not in int8["metrics"] and "top5_agreement" not in int8["metrics"]
+    assert "top1_match" not in int8["per_image"] and int8["metrics"]["sqnr_db"] is not None
     samples = report["results"]["tvm_int8"]["latency_samples_ms"]
     assert len(samples) == 20 and all(s > 0 for s in samples)
     assert set(report["environment"]) >= {"qbench", "tvm", "torch", "cpu", "target", "threads"}
