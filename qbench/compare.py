@@ -132,7 +132,8 @@ def per_image(ref, out, labels=None):
         labels: integer labels (N,), or None for unlabelled data.
     Returns:
         dict: ``top1_match`` (list of N ints, 1 where ``out``'s top-1 class is ``ref``'s),
-        absent when ``out is ref`` or K = 1 (a single logit has no top-1 class); ``top1_correct`` (1 where the top-1 class is the label)
+        absent when ``out is ref`` or K = 1 (a single logit has no top-1 class);
+        ``top1_correct`` (1 where the top-1 class is the label)
         when labelled. Both are all 0 when ``out`` holds NaN or infinity (as
         ``compare_logits``, which then reports no agreement).
     """
