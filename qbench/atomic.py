@@ -53,16 +53,22 @@ def write_json(path, obj):
 
 
 def check_writable(folder, flag):
-    """Create ``folder`` if needed and prove a file can be written there.
+    """Prove a file can be written in ``folder``, or in its nearest existing ancestor when
+    it does not exist yet (the writers create it later), creating nothing: a run that stops
+    on bad input leaves no empty folder behind.
 
     Raises:
         UserError: naming ``flag`` (the command-line option) and the reason.
     """
     from .errors import UserError
 
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{flag} {folder}: not a writable folder ({existing} is a file)")
     try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as e:
         raise UserError(f"{flag} {folder}: not a writable folder ({e.strerror})") from e

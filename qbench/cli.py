@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import QBenchError, UserError
@@ -544,7 +545,7 @@ def _diagnose(args):
     from .diagnose.report import sensitive_table, summary, write_diagnosis
     from .progress import stage
 
-    opts = _options(args)
+    opts = replace(_options(args), diagnose=True)
     report, pngs = run_diagnose(opts)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir, pngs)

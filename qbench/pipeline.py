@@ -16,7 +16,7 @@ from .errors import UserError
 from .kernels import select
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
-from .quantize.plan import check_skip_layers, make_plans
+from .quantize.plan import check_skip_layers, fp32_reasons, make_plans
 from .quantize.rewrite import rewrite
 from .results import Latency, RunnerResult
 from .runners import TorchRunner, TVMRunner, pad_batch
@@ -67,7 +67,7 @@ class RunOptions:
     tune_graphs: tuple = ("fp32", "int8")
     holdout_size: int = 0  # images beyond calibration and evaluation (the fallback's)
     accuracy_target: float = None  # top-1 agreement the FP32 fallback must reach, or None
-    diagnose: bool = False  # per-layer diagnosis and input histograms in the report
+    diagnose: bool = False  # a per-layer diagnosis (run --diagnose, qbench diagnose)
     quant: QuantConfig = field(default_factory=QuantConfig)
     policy: dict = None  # the --policy file applied (``policy.applied``), or None
 
@@ -109,6 +109,10 @@ def prepare(opts):
     data.check_input_shape(images, split.calib[0], model.preprocess, model.input_shape)
     log.info("layers: %s", ", ".join(f"{la.index} {la.name}" for la in layers))
     check_skip_layers(opts.quant.skip_layers, layers)
+    if opts.diagnose or opts.accuracy_target is not None:
+        from .diagnose.fakequant import check_modules
+
+        check_modules(model.module, layers, fp32_reasons(layers, opts.quant))
     ctx = {
         "opts": opts,
         "model": model,

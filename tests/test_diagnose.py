@@ -284,3 +284,42 @@ def test_run_diagnose_adds_every_layer_and_the_histograms_to_the_report(tmp_path
     assert all(f"]({p})" in md for p in pngs)
     html = (folder / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == len(pngs)
+
+
+FUNCTIONAL_CONV = """
+import torch
+from torch import nn
+
+
+class Functional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 3, 3, 3))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        x = nn.functional.conv2d(x, self.w).relu().mean(dim=(2, 3))
+        return self.head(x)
+
+
+def build():
+    torch.manual_seed(0)
+    return Functional().eval(), (3, 12, 12)
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["diagnose"], ["run", "--diagnose"], ["run", "--accuracy-target", "0.9"]]
+)
+def test_a_functional_conv_stops_a_diagnosis_before_calibration(tmp_path, capsys, args):
+    """Diagnosis needs each INT8 layer's nn.Conv2d/nn.Linear module: a functional conv is
+    named (exit 2) right after the import, before calibration or any build."""
+    path = tmp_path / "functional.py"
+    path.write_text(FUNCTIONAL_CONV)
+    common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
+    common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r")]
+    common += ["--cache-dir", str(tmp_path / "c"), "--holdout-size", "4"]
+    code = main([*args[:1], *common, *args[1:]])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not an nn.Conv2d or nn.Linear" in err
+    assert "calibration:" not in err and not (tmp_path / "r").exists()

@@ -107,6 +107,18 @@ def fake_layers(module, layers, plans, per_channel):
     return out
 
 
+def check_modules(module, layers, reasons):
+    """Check, before anything slow, that every layer to run in INT8 (``reasons[i]`` empty:
+    ``quantize.plan.fp32_reasons``) has the PyTorch module ``fake_layers`` needs.
+
+    Raises:
+        UserError: the first layer without one (see ``fake_layers``).
+    """
+    for layer, reason in zip(layers, reasons, strict=True):
+        if not reason:
+            _module(module, layer.name)
+
+
 def fold_scale(layer, module_weight):
     """Per output channel, the factor g with graph weight = g * module weight (least
     squares over the channel's weights): the folded BatchNorm's gamma / sqrt(var + eps), or 1.
