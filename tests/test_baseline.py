@@ -14,6 +14,7 @@ from qbench.cli import main
 from qbench.compare import latency_stats, per_image
 
 N_IMAGES, N_SAMPLES = 40, 30
+LATER = "2026-11-30T11:00:00+00:00"  # after _fixture's default created time
 FULL = Path(__file__).parent / "fixtures" / "report.json"  # a whole report, for the rest
 
 
@@ -66,6 +67,7 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
             "qbench_commit": "0123456789abcdef0123456789abcdef01234567",
         },
         "definition": _definition(calib_mode),
+        "signoff": {"verdict": "PASS", "checks": []},
         "results": {
             "pytorch_fp32": _runner(rng, 12.0, correct=[1] * 30 + [0] * 10),
             "tvm_fp32": _runner(rng, 4.0, [1] * N_IMAGES, [1] * 30 + [0] * 10),
@@ -93,22 +95,22 @@ def _saved(tmp_path, report, name="base"):
 
 
 def _compare(tmp_path, report, *extra):
-    new = _write(tmp_path, "new", report)
+    """``qbench compare`` of ``report``, made an hour newer than the fixture's baseline."""
+    new = _write(tmp_path, "new", report | {"created": LATER})
     return main(["compare", str(new), "--store", str(tmp_path / "store"), *extra])
 
 
 def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
     report = _fixture()
-    folder = _saved(tmp_path, report)
+    _saved(tmp_path, report)
     stored = json.loads(_stored(tmp_path).read_text())
     assert stored["report"] == report and stored["key"]["digest"] == report["definition"]["digest"]
-    out_json = str(tmp_path / "c.json")
-    assert (
-        main(["compare", str(folder), "--store", str(tmp_path / "store"), "--json", out_json]) == 0
-    )
+    assert _compare(tmp_path, report, "--json", str(tmp_path / "c.json")) == 0
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert {r["verdict"] for r in rows} == {"~", "-", "control"}
     out = capsys.readouterr().out
+    assert f"{_stored(tmp_path)} (the newest stored before this report, created " in out
+    assert "itself" not in out
     assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
     assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
         "pytorch_fp32",
@@ -280,5 +282,5 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
         )
     (folder,) = (tmp_path / "rep").iterdir()
     store = str(tmp_path / "store")
-    assert main(["baseline", "save", str(folder), "--store", store]) == 0
-    assert main(["compare", str(folder), "--store", store]) == 0
+    assert main(["baseline", "save", str(folder), "--store", store, "--accept-fail"]) == 0
+    assert main(["compare", str(folder), "--baseline", str(_stored(tmp_path))]) == 0

@@ -22,6 +22,11 @@ def add_commands(command):
     s = action.add_parser("save", help="store a report as a baseline", allow_abbrev=False)
     s.add_argument("report", help="a report.json or its folder (required)")
     _add_store(s)
+    s.add_argument(
+        "--accept-fail",
+        action="store_true",
+        help="store a report whose sign-off verdict is FAIL (recorded in the stored file)",
+    )
     c = command(
         "compare",
         "compare a report with the newest baseline of its machine, model and target: every "
@@ -33,7 +38,8 @@ def add_commands(command):
     _add_store(where)
     where.add_argument(
         "--baseline",
-        help="compare with this report.json (or folder) (default: the newest stored baseline)",
+        help="compare with this report.json (or its folder), or a stored baseline file "
+        "(default: the newest baseline stored before the report)",
     )
     c.add_argument(
         "--factor", type=float, default=1.10, help="latency ratio of medians that may count, > 1"
@@ -52,19 +58,35 @@ def _add_store(parser):
 
 
 def run_baseline(args):
-    """``qbench baseline save REPORT``: store it; prints the file. Returns the exit code."""
+    """``qbench baseline save REPORT``: store it; prints the file. Returns the exit code.
+
+    Raises:
+        UserError: a missing or damaged report, a verdict other than PASS without
+            ``--accept-fail``, a ``--store`` that cannot be written.
+    """
     report = store.load_report(args.report)
-    path, written = store.save(report, args.store, source=args.report)
+    path, written = _written(
+        "--store", args.store, lambda: store.save(report, args.store, args.report, args.accept_fail)
+    )
     print(f"baseline saved: {path}" if written else f"baseline already stored, unchanged: {path}")
     return EXIT_OK
 
 
+def _written(flag, path, write):
+    """``write()``'s result; an ``OSError`` becomes a ``UserError`` naming ``flag path``."""
+    try:
+        return write()
+    except OSError as e:
+        raise UserError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+
+
 def run_compare(args):
     """``qbench compare``: prints the table; exit 0 (no regression), 1 (regression) or 4
-    (no baseline, or not comparable).
+    (no baseline, or not comparable). ``--json`` gets the result in every one of these cases.
 
     Raises:
-        UserError: bad --factor/--alpha, a missing or damaged report or baseline file.
+        UserError: bad --factor/--alpha, a missing or damaged report or baseline file, a
+            ``--json`` path that cannot be written.
     """
     if not (math.isfinite(args.factor) and args.factor > 1):
         raise UserError(f"--factor {args.factor}: must be a finite number > 1")
@@ -72,28 +94,44 @@ def run_compare(args):
         raise UserError(f"--alpha {args.alpha}: must be a number in (0, 1)")
     report = store.load_report(args.report)
     if args.baseline:
-        base_path, baseline = args.baseline, store.load_report(args.baseline)
+        base_path, baseline = args.baseline, store.load_baseline(args.baseline)
+        shown = base_path
     else:
-        base_path = store.newest(args.store, report)
+        base_path = store.newest_before(args.store, report)
         if base_path is None:
             k = store.key(report)
-            print(
-                f"no baseline in {args.store} for machine {k['machine']}, model {k['model']}, "
-                f"target {k['target']} (qbench baseline save REPORT --store {args.store})"
+            reason = (
+                f"no baseline in {args.store} created before this report for machine "
+                f"{k['machine']}, model {k['model']}, target {k['target']} (qbench baseline "
+                f"save REPORT --store {args.store})"
             )
+            print(reason)
+            _write_json(args.json, None, comparison.not_comparable(reason))
             return EXIT_NO_BASELINE
         baseline = store.load_entry(base_path)["report"]
+        shown = f"{base_path} (the newest stored before this report, created {baseline.created})"
     result = comparison.compare(report, baseline, args.factor, args.alpha)
-    print(comparison.render(result, base_path, args.factor, args.alpha))
-    if args.json:
-        write_json(args.json, {"baseline": str(base_path), **result})
+    print(comparison.render(result, shown, args.factor, args.alpha))
+    _write_json(args.json, base_path, result)
     if not result["comparable"]:
         return EXIT_NO_BASELINE
     return EXIT_REGRESSION if result["regression"] else EXIT_OK
 
 
+def _write_json(path, base_path, result):
+    """Write ``--json`` (when given): the baseline's path (or None) and ``result``."""
+    if path:
+        baseline = None if base_path is None else str(base_path)
+        _written("--json", path, lambda: write_json(path, {"baseline": baseline, **result}))
+
+
 def run_history(args):
-    """``qbench history``: prints the table and the PNG's path. Returns the exit code."""
+    """``qbench history``: prints the table and the PNG's path. Returns the exit code.
+
+    Raises:
+        UserError: an unknown target kind, no stored run, a damaged stored file of the
+            model, a ``--png`` path that cannot be written.
+    """
     points = history.history(args.store, args.model, args.target)
     if not points:
         raise UserError(
@@ -103,6 +141,7 @@ def run_history(args):
     print(history.table(points))
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"history-{args.model}-{args.target}")
     png = Path(args.png or Path(args.store) / f"{name}.png")
-    history.write_plot(points, png, f"{args.model} on {args.target}")
+    title = f"{args.model} on {args.target}"
+    _written("--png", png, lambda: history.write_plot(points, png, title))
     print(f"\nplot: {png}")
     return EXIT_OK

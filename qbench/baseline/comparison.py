@@ -13,6 +13,8 @@ Top-1 agreement and top-1 accuracy: exact counts and McNemar's exact test on the
 outcomes (``stats.paired_change``). Top-5, SQNR, cosine and the speed-up are shown without a
 test (verdict ``-``): the report holds no per-image data for them. Two runs whose definition
 digests differ are "not comparable" (asv), and the definition fields that differ are listed.
+Runs from different machines (CPU, architecture, threads: the store's machine key, which
+``--baseline`` can cross) keep their accuracy verdicts, but no latency row is judged.
 """
 
 import numpy as np
@@ -26,6 +28,7 @@ CONTROL = "pytorch_fp32"
 RATIOS = (("tvm_int8", "tvm_fp32"), ("tvm_fp32", CONTROL), ("tvm_int8", CONTROL))
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
+LATENCY_METRICS = ("median latency", "latency ratio")  # the latency rows' metric prefixes
 COUNTED = ("top1_agreement", "top1_accuracy", "top5_agreement", "top5_accuracy")
 TITLES = {
     "top1_agreement": "top-1 agreement",
@@ -51,13 +54,63 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         alpha: significance level of every test, in (0, 1).
     Returns:
         dict: ``comparable`` (bool), ``differences`` (definition fields that differ),
-        ``rows`` (one dict per metric and runner: ``metric``, ``runner``, ``baseline``,
-        ``new``, ``change``, ``p_value``, ``verdict``; empty when not comparable),
-        ``regression`` (bool: any row's verdict is "regression").
+        ``reason`` (why not comparable, or None), ``notes`` (lines on the comparison as a
+        whole: another machine, the report compared with itself), ``rows`` (one dict per
+        metric and runner: ``metric``, ``runner``, ``baseline``, ``new``, ``change``,
+        ``p_value``, ``verdict``; empty when not comparable), ``regression`` (bool: any
+        row's verdict is "regression").
     """
     differences = definition_differences(report, baseline)
     if report.definition["digest"] != baseline.definition["digest"] or differences:
-        return {"comparable": False, "differences": differences, "rows": [], "regression": False}
+        reason = f"the run's definition differs in: {', '.join(differences) or 'digest only'}"
+        return not_comparable(reason, differences)
+    rows = _rows(report, baseline, factor, alpha)
+    notes = []
+    other, this = machine(baseline), machine(report)
+    if report.created == baseline.created and other == this:
+        notes.append(
+            "note: the baseline is this report itself (same created time and definition "
+            "digest): nothing can have changed"
+        )
+    if other != this:
+        notes.append(
+            f"note: the baseline ran on another machine ({other}; this run: {this}): "
+            "latency is not judged, accuracy is"
+        )
+        for row in rows:
+            if row["metric"].startswith(LATENCY_METRICS):
+                row["verdict"] = f"not judged: another machine ({other})"
+    regression = any(r["verdict"] == stats.REGRESSION for r in rows)
+    return {
+        "comparable": True,
+        "differences": [],
+        "reason": None,
+        "notes": notes,
+        "rows": rows,
+        "regression": regression,
+    }
+
+
+def not_comparable(reason, differences=()):
+    """The ``compare`` result of runs that cannot be compared, for ``reason`` (words)."""
+    return {
+        "comparable": False,
+        "differences": list(differences),
+        "reason": reason,
+        "notes": [],
+        "rows": [],
+        "regression": False,
+    }
+
+
+def machine(report):
+    """The machine a report ran on, in words: CPU model, architecture, threads."""
+    env = report.environment
+    return f"{env['cpu']}, {env['machine']}, {env['threads']} threads"
+
+
+def _rows(report, baseline, factor, alpha):
+    """Every metric's row (see ``compare``), None rows dropped."""
     load = _load_change(baseline.results, report.results, factor, alpha)
     rows = _ratio_rows(baseline.results, report.results, factor, alpha, load)
     for name, entry in report.results.items():
@@ -68,9 +121,7 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         rows += [_paired_row(name, base, entry, m, v, alpha) for m, v in PAIRED]
         rows += [_shown_row(name, base.metrics, entry.metrics, m) for m in SHOWN]
     rows = [r for r in rows if r is not None]
-    rows.append(_speedup_row(baseline, report))
-    regression = any(r["verdict"] == stats.REGRESSION for r in rows)
-    return {"comparable": True, "differences": [], "rows": rows, "regression": regression}
+    return [*rows, _speedup_row(baseline, report)]
 
 
 def _row(metric, runner, baseline, new, change=None, p_value=None, verdict=UNTESTED):
@@ -155,7 +206,9 @@ def _paired_row(name, base, new, metric, vector, alpha):
         return None
     row = _row(TITLES[metric], name, _counts(b, metric), _counts(n, metric))
     bv, nv = base.per_image.get(vector), new.per_image.get(vector)
-    if bv is not None and nv is not None and len(bv) == len(nv):
+    if bv is not None and nv is not None and len(bv) != len(nv):
+        row["verdict"] = f"not tested: per-image outcomes of {len(bv)} and {len(nv)} images"
+    elif bv is not None and nv is not None:
         test = stats.paired_change(bv, nv, alpha)
         row["change"] = f"-{test['lost']} +{test['gained']} images"
         lost_more = test["lost"] > test["gained"]
@@ -193,10 +246,9 @@ def _speedup_row(baseline, report):
 def render(result, baseline_path, factor, alpha):
     """The comparison as text: a header naming the baseline and the rules, then a tabulate
     table (or, when not comparable, the definition fields that differ)."""
-    head = f"baseline: {baseline_path}"
+    head = "\n".join([f"baseline: {baseline_path}", *result["notes"]])
     if not result["comparable"]:
-        fields = ", ".join(result["differences"]) or "digest only"
-        return f"{head}\n{NOT_COMPARABLE}: the run's definition differs in: {fields}"
+        return f"{head}\n{NOT_COMPARABLE}: {result['reason']}"
     rows = [
         [
             r["metric"],

@@ -8,8 +8,9 @@ from tabulate import tabulate
 
 from ..atomic import write_bytes
 from ..errors import UserError
+from ..targets import KINDS
 from .comparison import speedup
-from .store import load_entry, runs
+from .store import load_entry, runs, slug
 
 HEADS = [
     "created",
@@ -24,34 +25,45 @@ HEADS = [
 ]
 
 
-def matches_target(target, text):
-    """Whether the target dict ``target`` is the one ``--target text`` names: its kind
-    (``llvm``), or a JSON dict whose every field ``target`` has with the same value.
+def parse_target(text):
+    """``--target`` text as the fields a stored run's target dict must have, each with the
+    same value: ``{"kind": text}`` for a kind name (``llvm``), else the JSON dict.
 
     Raises:
-        UserError: ``text`` starts with ``{`` but is not JSON.
+        UserError: not a kind of ``targets.KINDS`` nor a JSON dict (with a known kind, when
+            it names one); the message lists the valid kinds.
     """
+    valid = f'valid: {", ".join(KINDS)}, or a JSON target dict such as \'{{"kind": "llvm"}}\''
     if not text.lstrip().startswith("{"):
-        return target.get("kind") == text
+        if text not in KINDS:
+            raise UserError(f"--target {text!r}: unknown target kind; {valid}")
+        return {"kind": text}
     try:
         wanted = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserError(f"--target {text}: invalid JSON ({e}); valid: a kind or a JSON dict") from e
-    return all(target.get(k) == v for k, v in wanted.items())
+        raise UserError(f"--target {text}: invalid JSON ({e}); {valid}") from e
+    if not isinstance(wanted, dict) or wanted.get("kind", "llvm") not in KINDS:
+        raise UserError(f"--target {text}: not a JSON dict with a known kind; {valid}")
+    return wanted
 
 
 def history(store, model, target):
     """The stored runs of ``model`` (its report name) on ``target`` (``--target`` text),
-    oldest first, one dict per run (see ``point``).
+    oldest first, one dict per run (see ``point``). Only the key folders of that model and
+    target kind are read (``store.runs``).
 
     Raises:
-        UserError: a stored file is damaged (named; left unchanged).
+        UserError: ``target`` is not valid (``parse_target``); a stored file of the model is
+            damaged (named; left unchanged).
     """
+    wanted = parse_target(target)
+    kind = f"{slug(wanted['kind'])}-*" if "kind" in wanted else "*"
     points = []
-    for path in runs(store):
+    for path in runs(store, model=slug(model), target=kind):
         report = load_entry(path)["report"]
         same_model = report.definition["model"] == model
-        if same_model and matches_target(report.environment["target"], target):
+        target_dict = report.environment["target"]
+        if same_model and all(target_dict.get(k) == v for k, v in wanted.items()):
             points.append(point(report, path.parts[-4]))
     return sorted(points, key=lambda p: p["created"])
 
@@ -84,8 +96,7 @@ def table(points):
     rows = [
         [
             p["created"],
-            (p["commit"] or "-")[:12]
-            + ("-dirty" if (p["commit"] or "").endswith("-dirty") else ""),
+            _short(p["commit"]),
             p["machine"],
             "-" if p["top1_agreement"] is None else f"{100 * p['top1_agreement']:.2f} %",
             _num(p["accuracy_drop_points"], ".2f"),
@@ -110,6 +121,16 @@ def _num(value, spec):
     return "-" if value is None else format(value, spec)
 
 
+def labels(points):
+    """The x labels: each run's created time to the second, numbered ``#2``, ``#3`` ... when
+    runs share a second, so that no two labels are the same."""
+    texts = [p["created"][:19].replace("T", " ") for p in points]
+    return [
+        t if texts[:i].count(t) == 0 else f"{t} #{texts[:i].count(t) + 1}"
+        for i, t in enumerate(texts)
+    ]
+
+
 def write_plot(points, path, title):
     """Draw top-1 agreement (%) and the INT8 and FP32 medians (ms) against the run number
     (runs labelled by date) into a PNG at ``path``, written atomically; returns ``path``."""
@@ -127,7 +148,7 @@ def write_plot(points, path, title):
         bottom.plot(x, [p[key] for p in points], "o-", label=label)
     bottom.set_ylabel("median latency (ms)")
     bottom.legend()
-    bottom.set_xticks(list(x), [p["created"][:16] for p in points], rotation=30, ha="right")
+    bottom.set_xticks(list(x), labels(points), rotation=30, ha="right")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)

@@ -6,7 +6,9 @@ Layout (one file per saved run, written atomically, never rewritten or deleted):
 
 ``<machine>`` is the CPU model name, architecture and thread count; ``<target>`` the target
 kind and a short hash of the target dict; ``<digest12>`` the first 12 hex digits of the run's
-definition digest. Each file holds ``{"store_version", "key", "saved", "source", "report"}``.
+definition digest. Each file holds ``{"store_version", "key", "saved", "source",
+"accept_fail", "report"}`` (``accept_fail``: stored with ``--accept-fail``, its verdict not
+PASS). Only files named so (``NAME``) are read, and only in the key folders asked for.
 """
 
 import datetime as dt
@@ -18,9 +20,11 @@ from pathlib import Path
 from ..atomic import to_json, write_text
 from ..errors import UserError
 from ..results import RunResult
+from .validate import check_report
 
 STORE_VERSION = 1
-MIN_SCHEMA = 2  # reports before schema 2 lack the definition and per-image outcomes
+STAMP = "%Y%m%dT%H%M%S"  # the file name's created time, UTC
+NAME = re.compile(r"\d{8}T\d{6}-[0-9a-f]{12}\.json")  # the store's file names
 
 
 def load_report(path):
@@ -32,8 +36,9 @@ def load_report(path):
     Returns:
         the report, a ``results.RunResult``.
     Raises:
-        UserError: the file is missing, unreadable, not JSON, or a report without a
-            ``definition`` (schema_version < 2) or another field; the message names the file.
+        UserError: the file is missing, unreadable, not JSON, or not a report that
+            ``validate.check_report`` accepts (schema, a field missing, of the wrong type or
+            out of range); the message names the file and the field.
     """
     path = Path(path)
     if path.is_dir():
@@ -41,6 +46,25 @@ def load_report(path):
     report = _read_json(path, "report")
     check_report(report, path, "report")
     return _typed(report, path, "report")
+
+
+def load_baseline(path):
+    """Read ``--baseline``: a report.json (or its folder) or a stored baseline file (the
+    ``{store_version, key, report}`` file that ``save`` writes).
+
+    Returns:
+        the baseline report, a ``results.RunResult``.
+    Raises:
+        UserError: as ``load_report`` and ``load_entry``.
+    """
+    path = Path(path)
+    if path.is_file() and _is_entry(_read_json(path, "baseline")):
+        return load_entry(path)["report"]
+    return load_report(path)
+
+
+def _is_entry(data):
+    return isinstance(data, dict) and "store_version" in data and "results" not in data
 
 
 def _typed(report, path, what):
@@ -52,45 +76,6 @@ def _typed(report, path, what):
         return RunResult.from_json(report)
     except UserError as e:
         raise UserError(f"{path}: damaged {what} ({e})") from None
-
-
-REQUIRED = (  # fields every compared report must have, as dotted key paths
-    "created",
-    "environment.cpu",
-    "environment.machine",
-    "environment.threads",
-    "environment.target.kind",
-    "definition.digest",
-    "definition.model",
-)
-RUNNER_KEYS = ("latency", "latency_samples_ms", "metrics")
-
-
-def check_report(report, path, what):
-    """Check that ``report`` (from the file ``path``) has what compare, save and history read.
-
-    Raises:
-        UserError: not a schema >= 2 report, or a field is missing; names ``path``.
-    """
-    if not isinstance(report, dict) or "results" not in report:
-        raise UserError(f"{path}: damaged {what} (no results); valid: a qbench report.json")
-    if not isinstance(report.get("schema_version"), int) or report["schema_version"] < MIN_SCHEMA:
-        raise UserError(
-            f"{path}: report schema_version {report.get('schema_version')} has no run "
-            f"definition; valid: schema_version >= {MIN_SCHEMA} (rerun with this qbench)"
-        )
-    missing = [name for name in REQUIRED if _get(report, name.split(".")) is None]
-    for runner in ("pytorch_fp32", "tvm_fp32", "tvm_int8"):
-        entry = report["results"].get(runner) or {}
-        missing += [f"results.{runner}.{k}" for k in RUNNER_KEYS if k not in entry]
-    if missing:
-        raise UserError(f"{path}: damaged {what} (missing {', '.join(missing)})")
-
-
-def _get(obj, keys):
-    for k in keys:
-        obj = obj.get(k) if isinstance(obj, dict) else None
-    return obj
 
 
 def load_entry(path):
@@ -130,30 +115,40 @@ def key(report):
     target = json.dumps(env["target"], sort_keys=True)
     target_hash = hashlib.sha256(target.encode()).hexdigest()[:8]
     return {
-        "machine": _slug(f"{env['cpu']}-{env['machine']}-{env['threads']}t"),
-        "model": _slug(report.definition["model"]),
-        "target": f"{_slug(env['target']['kind'])}-{target_hash}",
+        "machine": slug(f"{env['cpu']}-{env['machine']}-{env['threads']}t"),
+        "model": slug(report.definition["model"]),
+        "target": f"{slug(env['target']['kind'])}-{target_hash}",
         "digest": report.definition["digest"],
     }
 
 
-def _slug(text):
+def slug(text):
+    """``text`` as a file-name-safe string (other characters become ``_``)."""
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", str(text)).strip("_") or "_"
 
 
-def save(report, store, source=None):
-    """Store ``report`` as a baseline.
+def save(report, store, source=None, accept_fail=False):
+    """Store ``report`` as a baseline: an accepted run, so its sign-off must be PASS unless
+    ``accept_fail`` (then recorded as ``"accept_fail": true`` in the file).
 
     The file name comes from the report's ``created`` time and definition digest, so a
     report saved before is not written again (nor is a damaged file of that name replaced).
 
     Returns:
         (the file, a ``Path``; True when written now, False when it was already there).
+    Raises:
+        UserError: the verdict is not PASS and not ``accept_fail``.
+        OSError: the file cannot be written (e.g. ``store`` is a file).
     """
+    verdict = report.signoff.verdict
+    if verdict != "PASS" and not accept_fail:
+        raise UserError(
+            f"baseline save {source}: the report's sign-off verdict is {verdict}; a baseline is an "
+            "accepted run (PASS); --accept-fail stores it anyway"
+        )
     k = key(report)
-    created = dt.datetime.fromisoformat(report.created).strftime("%Y%m%dT%H%M%S")
     folder = Path(store) / k["machine"] / k["model"] / k["target"]
-    path = folder / f"{created}-{k['digest'][:12]}.json"
+    path = folder / f"{stamp(report.created)}-{k['digest'][:12]}.json"
     if path.exists():
         return path, False
     entry = {
@@ -161,23 +156,36 @@ def save(report, store, source=None):
         "key": k,
         "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "source": str(source) if source else None,
+        "accept_fail": verdict != "PASS",
         "report": report.to_json(),
     }
     write_text(path, to_json(entry))
     return path, True
 
 
-def runs(store, machine=None, model=None, target=None):
-    """Paths of the stored baseline files matching the given key parts (None: any), oldest
-    first (by the report's ``created`` time in the file name)."""
-    parts = [p or "*" for p in (machine, model, target)]
-    found = Path(store).glob("/".join(parts) + "/*.json")
-    return sorted(found, key=lambda p: (p.name, str(p)))
+def stamp(created):
+    """A report's ``created`` ISO time as the store's file-name stamp (``STAMP``, in UTC
+    when the time has a zone)."""
+    time = dt.datetime.fromisoformat(created)
+    if time.tzinfo is not None:
+        time = time.astimezone(dt.timezone.utc)
+    return time.strftime(STAMP)
 
 
-def newest(store, report):
+def runs(store, machine="*", model="*", target="*"):
+    """Paths of the stored baseline files in the key folders that the glob patterns
+    ``machine``, ``model`` and ``target`` match, oldest first (by the created stamp in the
+    file name); only files named as ``save`` names them (``NAME``), so a stray file in a
+    key folder is ignored and other keys' folders are never read."""
+    found = Path(store).glob(f"{machine}/{model}/{target}/*.json")
+    return sorted((p for p in found if NAME.fullmatch(p.name)), key=lambda p: (p.name, str(p)))
+
+
+def newest_before(store, report):
     """The newest stored baseline file for ``report``'s machine, model and target (whatever
-    its definition digest), or None."""
+    its definition digest) created before ``report`` (never the report itself nor a later
+    run), or None."""
     k = key(report)
-    found = runs(store, k["machine"], k["model"], k["target"])
+    limit = stamp(report.created)
+    found = [p for p in runs(store, k["machine"], k["model"], k["target"]) if p.name < limit]
     return found[-1] if found else None

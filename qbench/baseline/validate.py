@@ -1,0 +1,177 @@
+"""Check a stored or given ``report.json`` dict before ``baseline save``, ``compare`` and
+``history`` compute with it: the one place where their input's types and ranges are checked,
+so that a damaged field is named (exit 2) instead of failing deep inside a comparison.
+
+Every check raises ``UserError`` with a message of the form
+``<what> <file>: <dotted field>: expected <what was expected>``.
+"""
+
+import datetime as dt
+import math
+import re
+
+from ..errors import UserError
+
+SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
+RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")
+TVM_RUNNERS = RUNNERS[1:]
+REQUIRED = (  # fields every compared report must have, as dotted key paths
+    "environment.cpu",
+    "environment.machine",
+    "environment.threads",
+    "environment.target.kind",
+    "definition.digest",
+    "definition.model",
+)
+LATENCY = {"median_ms": 0.0, "p90_ms": 0.0, "mean_ms": 0.0}  # each > its bound, ms
+NUMBERS = ("sqnr_db", "cosine", "max_abs_diff")  # numbers or null (not finite when written)
+DIGEST = re.compile(r"[0-9a-f]{64}")  # sha256, hex
+FRACTIONS = ("top1_agreement", "top5_agreement", "top1_accuracy", "top5_accuracy")
+PER_IMAGE = {"top1_match": "top1_agreement", "top1_correct": "top1_accuracy"}
+VERDICTS = ("PASS", "FAIL")
+
+
+def check_report(report, path, what):
+    """Check that ``report`` (the dict read from the file ``path``) is a qbench report that
+    compare, save and history can use.
+
+    Args:
+        report: the parsed JSON.
+        path: its file, for the messages.
+        what: ``"report"`` or ``"baseline file"``, for the messages.
+    Raises:
+        UserError: not a dict with ``results``; ``schema_version`` not in
+            ``SUPPORTED_SCHEMAS``; a required field missing; a field of the wrong type or
+            out of range: the definition digest a sha256 hex string; latency statistics
+            and samples positive finite ms, with samples of equal length across runners
+            (they pair by timing round); metrics a non-empty dict, fractions in [0, 1] with
+            counts within their totals, SQNR, cosine and the largest difference numbers;
+            per-image 0/1 lists as long as their metric's total; the sign-off verdict
+            PASS or FAIL.
+    """
+
+    def fail(field, expected):
+        raise UserError(f"{what} {path}: {field}: expected {expected}")
+
+    if not isinstance(report, dict) or "results" not in report:
+        fail("results", "a qbench report.json (no results found)")
+    _check_schema(report.get("schema_version"), path, what)
+    missing = [name for name in REQUIRED if _get(report, name.split(".")) is None]
+    if missing:
+        raise UserError(f"{what} {path}: damaged (missing {', '.join(missing)})")
+    _check_created(report.get("created"), fail)
+    digest = report["definition"]["digest"]
+    if not (isinstance(digest, str) and DIGEST.fullmatch(digest)):
+        fail("definition.digest", f"a sha256 hex digest, got {digest!r}")
+    results = report["results"]
+    if not isinstance(results, dict):
+        fail("results", f"a dict with the runners {', '.join(RUNNERS)}")
+    for name in RUNNERS:
+        _check_runner(name, results.get(name), fail)
+    lengths = {name: len(results[name]["latency_samples_ms"]) for name in RUNNERS}
+    if len(set(lengths.values())) > 1:
+        fail(
+            "results.*.latency_samples_ms",
+            f"one sample per timing round for every runner (equal lengths), got {lengths}",
+        )
+    verdict = _get(report, ("signoff", "verdict"))
+    if verdict not in VERDICTS:
+        fail("signoff.verdict", f"one of {', '.join(VERDICTS)}, got {verdict!r}")
+
+
+def _check_schema(version, path, what):
+    supported = ", ".join(map(str, SUPPORTED_SCHEMAS))
+    if _is_int(version) and version < min(SUPPORTED_SCHEMAS):
+        raise UserError(
+            f"{what} {path}: schema_version {version} has no run definition; supported: "
+            f"{supported} (rerun with this qbench)"
+        )
+    if version not in SUPPORTED_SCHEMAS or not _is_int(version):
+        raise UserError(
+            f"{what} {path}: schema_version {version!r} is not one this qbench reads; "
+            f"supported: {supported} (a newer qbench wrote it?)"
+        )
+
+
+def _check_created(created, fail):
+    try:
+        dt.datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        fail("created", f"an ISO 8601 time, got {created!r}")
+
+
+def _check_runner(name, entry, fail):
+    where = f"results.{name}"
+    if not isinstance(entry, dict):
+        fail(where, "a dict with latency, latency_samples_ms, metrics and per_image")
+    latency = entry.get("latency")
+    if not isinstance(latency, dict):
+        fail(f"{where}.latency", "a dict of " + ", ".join([*LATENCY, "std_ms", "runs"]))
+    for key in LATENCY:
+        if not _positive(latency.get(key)):
+            fail(f"{where}.latency.{key}", "a positive number of ms")
+    std = latency.get("std_ms")
+    if not (_number(std) and std >= 0):
+        fail(f"{where}.latency.std_ms", "a number of ms >= 0")
+    if not (_is_int(latency.get("runs")) and latency["runs"] >= 1):
+        fail(f"{where}.latency.runs", "an integer >= 1")
+    samples = entry.get("latency_samples_ms")
+    if not (isinstance(samples, list) and samples and all(map(_positive, samples))):
+        fail(f"{where}.latency_samples_ms", "a non-empty list of positive numbers (ms)")
+    _check_metrics(name, entry.get("metrics"), f"{where}.metrics", fail)
+    _check_per_image(entry.get("per_image"), entry["metrics"], f"{where}.per_image", fail)
+
+
+def _check_metrics(name, metrics, where, fail):
+    if not (isinstance(metrics, dict) and metrics):
+        fail(where, "a non-empty dict of metrics")
+    if name in TVM_RUNNERS and "top1_agreement" not in metrics:
+        fail(f"{where}.top1_agreement", "a fraction in [0, 1] (a TVM runner's agreement)")
+    for key in NUMBERS:
+        if metrics.get(key) is not None and not _number(metrics[key]):
+            fail(f"{where}.{key}", f"a number or null, got {metrics[key]!r}")
+    for key in FRACTIONS:
+        if key not in metrics:
+            continue
+        if not (_number(metrics[key]) and 0 <= metrics[key] <= 1):
+            fail(f"{where}.{key}", "a fraction in [0, 1]")
+        count, total = metrics.get(f"{key}_count"), metrics.get(f"{key}_total")
+        if not (_is_int(count) and _is_int(total) and 0 <= count <= total and total >= 1):
+            fail(
+                f"{where}.{key}_count/_total", f"integers 0 <= count <= total, got {count}/{total}"
+            )
+
+
+def _check_per_image(per_image, metrics, where, fail):
+    if not isinstance(per_image, dict):
+        fail(where, "a dict of per-image 0/1 lists")
+    for vector, metric in PER_IMAGE.items():
+        outcomes = per_image.get(vector)
+        if outcomes is None:
+            continue
+        if not (isinstance(outcomes, list) and all(_is_int(v) and v in (0, 1) for v in outcomes)):
+            fail(f"{where}.{vector}", "a list of 0/1 integers, one per image")
+        total = metrics.get(f"{metric}_total")
+        if total is not None and len(outcomes) != total:
+            fail(
+                f"{where}.{vector}",
+                f"one outcome per image ({metric}_total {total}), got {len(outcomes)}",
+            )
+
+
+def _get(obj, keys):
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive(value):
+    return _number(value) and value > 0

@@ -1,0 +1,181 @@
+"""Baselines, compare and history on damaged input, other machines, stray files, FAIL runs
+and bad output paths: each is named with exit 2 or said in the output, never a traceback."""
+
+import json
+
+import pytest
+from test_baseline import LATER, _compare, _fixture, _saved, _stored, _write
+
+from qbench.baseline.history import labels
+from qbench.cli import main
+
+
+def _int8(report):
+    return report["results"]["tvm_int8"]
+
+
+def _set(report, dotted, value):
+    *parents, last = dotted.split(".")
+    obj = report
+    for k in parents:
+        obj = obj[k]
+    obj[last] = value
+
+
+DAMAGES = {  # dotted field: (bad value, text the message must hold)
+    "results": ([], "results: expected"),
+    "results.tvm_int8.latency": ({}, "results.tvm_int8.latency.median_ms: expected a positive"),
+    "results.tvm_int8.latency.median_ms": (0, "results.tvm_int8.latency.median_ms: expected"),
+    "results.tvm_int8.latency_samples_ms": ([], "results.tvm_int8.latency_samples_ms: expected"),
+    "results.tvm_fp32.latency_samples_ms": ([1.0] * 29, "equal lengths"),
+    "results.pytorch_fp32.latency_samples_ms": (["12"] * 30, "pytorch_fp32.latency_samples_ms"),
+    "results.tvm_int8.metrics": ({}, "results.tvm_int8.metrics: expected a non-empty dict"),
+    "results.tvm_int8.metrics.top1_agreement": (1.5, "top1_agreement: expected a fraction"),
+    "results.tvm_int8.per_image.top1_match": ([1] * 39, "per_image.top1_match: expected one"),
+    "results.tvm_int8.metrics.sqnr_db": ("25 dB", "results.tvm_int8.metrics.sqnr_db: expected"),
+    "definition.digest": (12, "definition.digest: expected a sha256"),
+    "schema_version": (99, "schema_version 99 is not one this qbench reads; supported: 2"),
+}
+
+
+@pytest.mark.parametrize("field", DAMAGES)
+def test_a_damaged_report_field_exits_2_naming_the_file_and_field(tmp_path, capsys, field):
+    _saved(tmp_path, _fixture())
+    report = _fixture()
+    value, text = DAMAGES[field]
+    _set(report, field, value)
+    assert _compare(tmp_path, report) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "new" / "report.json") in err and text in err
+
+
+def test_per_image_outcomes_of_another_length_are_said_untested(tmp_path):
+    _saved(tmp_path, _fixture())
+    report = _fixture()
+    metrics = _int8(report)["metrics"]
+    _int8(report)["per_image"]["top1_match"] = [1] * 41
+    metrics.update(top1_agreement=1.0, top1_agreement_count=41, top1_agreement_total=41)
+    assert _compare(tmp_path, report, "--json", str(tmp_path / "c.json")) == 0
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["metric"] == "top-1 agreement" and r["runner"] == "tvm_int8"]
+    assert row["verdict"] == "not tested: per-image outcomes of 40 and 41 images"
+
+
+def test_a_baseline_from_another_machine_leaves_latency_unjudged(tmp_path, capsys):
+    other = _fixture()
+    other["environment"]["cpu"] = "Intel Xeon"
+    _saved(tmp_path, other)
+    slowed = _fixture()
+    _int8(slowed)["latency_samples_ms"] = [2 * s for s in _int8(slowed)["latency_samples_ms"]]
+    lost = [0] * 12 + [1] * 26 + [0, 0]  # 12 images lost: an accuracy regression
+    _int8(slowed)["per_image"]["top1_match"] = lost
+    _int8(slowed)["metrics"].update(top1_agreement=26 / 40, top1_agreement_count=26)
+    stored = str(_stored(tmp_path))  # a stored baseline file is a valid --baseline
+    new = str(_write(tmp_path, "new", slowed | {"created": LATER}))
+    assert main(["compare", new, "--baseline", stored, "--json", str(tmp_path / "c")]) == 1
+    out = capsys.readouterr().out
+    assert "another machine (Intel Xeon, x86_64, 2 threads; this run: AMD EPYC" in out
+    rows = json.loads((tmp_path / "c").read_text())["rows"]
+    latency = [r for r in rows if "latency" in r["metric"]]
+    assert len(latency) == 6  # three ratios, three absolute medians
+    assert {r["verdict"] for r in latency} == {
+        "not judged: another machine (Intel Xeon, x86_64, 2 threads)"
+    }
+    flagged = [(r["metric"], r["runner"]) for r in rows if r["verdict"] == "regression"]
+    assert flagged == [("top-1 agreement", "tvm_int8")]
+
+
+def test_a_report_compared_with_itself_says_so(tmp_path, capsys):
+    folder = _write(tmp_path, "rep", _fixture())
+    assert main(["compare", str(folder), "--baseline", str(folder)]) == 0
+    assert "the baseline is this report itself" in capsys.readouterr().out
+
+
+def test_the_newest_baseline_is_the_newest_stored_before_the_report(tmp_path, capsys):
+    for hour in ("09", "10", "12"):
+        _saved(tmp_path, _fixture(created=f"2026-11-30T{hour}:00:00+00:00"), f"b{hour}")
+    assert _compare(tmp_path, _fixture()) == 0  # created 11:00 (LATER)
+    assert "created 2026-11-30T10:00:00+00:00)" in capsys.readouterr().out
+    store = str(tmp_path / "store")
+    assert main(["compare", str(tmp_path / "b10"), "--store", store]) == 0  # not itself
+    assert "created 2026-11-30T09:00:00+00:00)" in capsys.readouterr().out
+    early = _write(tmp_path, "early", _fixture(created="2026-11-30T08:00:00+00:00"))
+    out_json = tmp_path / "c.json"
+    assert main(["compare", str(early), "--store", store, "--json", str(out_json)]) == 4
+    result = json.loads(out_json.read_text())
+    assert result["comparable"] is False and "no baseline" in result["reason"]
+    assert result["baseline"] is None and result["rows"] == []
+
+
+def _history(tmp_path, *extra):
+    store = str(tmp_path / "store")
+    return main(["history", "--model", "tiny", "--target", "llvm", "--store", store, *extra])
+
+
+def test_another_models_damaged_file_and_stray_files_block_nothing(tmp_path, capsys):
+    _saved(tmp_path, _fixture())
+    other = _fixture()
+    other["definition"]["model"] = "other"
+    _saved(tmp_path, other, "other")
+    (other_file,) = (tmp_path / "store").rglob("other/*/*.json")
+    other_file.write_text("{")
+    key_folder = _stored_tiny(tmp_path).parent
+    (key_folder / "notes.json").write_text("{")  # stray, and sorts after the stored runs
+    assert _history(tmp_path, "--png", str(tmp_path / "h.png")) == 0
+    assert _compare(tmp_path, _fixture()) == 0
+    assert "notes.json" not in capsys.readouterr().out
+    damaged = key_folder / "20261130T093000-0123456789ab.json"
+    damaged.write_text("{")  # the store's own name pattern: read, and named when damaged
+    assert _history(tmp_path) == 2
+    assert str(damaged) in capsys.readouterr().err and damaged.read_text() == "{"
+
+
+def _stored_tiny(tmp_path):
+    (path,) = (tmp_path / "store").rglob("tiny/*/*.json")
+    return path
+
+
+def test_save_refuses_a_fail_verdict_unless_accepted(tmp_path, capsys):
+    report = _fixture()
+    report["signoff"]["verdict"] = "FAIL"
+    folder = _write(tmp_path, "rep", report)
+    store = tmp_path / "store"
+    assert main(["baseline", "save", str(folder), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "verdict is FAIL" in err and "--accept-fail" in err and not store.exists()
+    assert main(["baseline", "save", str(folder), "--store", str(store), "--accept-fail"]) == 0
+    assert json.loads(_stored(tmp_path).read_text())["accept_fail"] is True
+
+
+@pytest.mark.parametrize("flag", ["--json", "--png", "--store"])
+def test_an_unwritable_output_path_exits_2_naming_it(tmp_path, capsys, flag):
+    folder = _saved(tmp_path, _fixture())
+    bad = tmp_path / "a-folder"
+    bad.mkdir()
+    if flag == "--json":
+        code = _compare(tmp_path, _fixture(), "--json", str(bad))
+    elif flag == "--png":
+        code = _history(tmp_path, "--png", str(bad))
+    else:
+        bad = tmp_path / "a-file"
+        bad.write_text("")
+        code = main(["baseline", "save", str(folder), "--store", str(bad)])
+    assert code == 2
+    assert f"{flag} {bad}: cannot write there" in capsys.readouterr().err
+
+
+def test_history_names_the_valid_target_kinds(tmp_path, capsys):
+    _saved(tmp_path, _fixture())
+    store = str(tmp_path / "store")
+    assert main(["history", "--model", "tiny", "--target", "bogus", "--store", store]) == 2
+    assert "valid: llvm, cuda" in capsys.readouterr().err
+
+
+def test_history_labels_of_runs_in_one_minute_differ():
+    created = ["2026-11-30T10:00:05+00:00", LATER, LATER, "2026-11-30T11:00:59+00:00"]
+    assert labels([{"created": c} for c in created]) == [
+        "2026-11-30 10:00:05",
+        "2026-11-30 11:00:00",
+        "2026-11-30 11:00:00 #2",
+        "2026-11-30 11:00:59",
+    ]
