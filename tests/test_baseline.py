@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import C06_MODEL, _report, _run
+from test_cli import _report, _run
 
 from qbench.cli import main
 from qbench.compare import latency_stats, per_image
@@ -260,8 +260,7 @@ def test_per_image_outcomes_on_hand_made_logits():
 
 
 def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
-    model_file = tmp_path / "models.py"
-    model_file.write_text(C06_MODEL)
+    model_file = Path(__file__).parent / "fixtures" / "tiny_model.py"  # 10 classes
     args = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "4"]
     args += ["--eval-size", "6", "--batch-size", "1", "--threads", "1"]
     assert _run(tmp_path, *args) in (0, 1)

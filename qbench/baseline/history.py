@@ -2,6 +2,7 @@
 a PNG (matplotlib)."""
 
 import io
+import math
 import json
 
 from tabulate import tabulate
@@ -141,7 +142,8 @@ def write_plot(points, path, title):
 
     x = range(len(points))
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    top.plot(x, [100 * (p["top1_agreement"] or 0) for p in points], "o-")
+    agreement = [p["top1_agreement"] for p in points]  # None (one logit): a gap, not 0 %
+    top.plot(x, [math.nan if a is None else 100 * a for a in agreement], "o-")
     top.set_ylabel("top-1 agreement (%)")
     top.set_title(title)
     for key, label in (("int8_median_ms", "TVM INT8"), ("fp32_median_ms", "TVM FP32")):

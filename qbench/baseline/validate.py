@@ -14,7 +14,6 @@ from ..errors import UserError
 
 SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
 RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")
-TVM_RUNNERS = RUNNERS[1:]
 REQUIRED = (  # fields every compared report must have, as dotted key paths
     "environment.cpu",
     "environment.machine",
@@ -118,15 +117,13 @@ def _check_runner(name, entry, fail):
     samples = entry.get("latency_samples_ms")
     if not (isinstance(samples, list) and samples and all(map(_positive, samples))):
         fail(f"{where}.latency_samples_ms", "a non-empty list of positive numbers (ms)")
-    _check_metrics(name, entry.get("metrics"), f"{where}.metrics", fail)
+    _check_metrics(entry.get("metrics"), f"{where}.metrics", fail)
     _check_per_image(entry.get("per_image"), entry["metrics"], f"{where}.per_image", fail)
 
 
-def _check_metrics(name, metrics, where, fail):
+def _check_metrics(metrics, where, fail):
     if not (isinstance(metrics, dict) and metrics):
         fail(where, "a non-empty dict of metrics")
-    if name in TVM_RUNNERS and "top1_agreement" not in metrics:
-        fail(f"{where}.top1_agreement", "a fraction in [0, 1] (a TVM runner's agreement)")
     for key in NUMBERS:
         if metrics.get(key) is not None and not _number(metrics[key]):
             fail(f"{where}.{key}", f"a number or null, got {metrics[key]!r}")
