@@ -2,8 +2,8 @@
 a PNG (matplotlib)."""
 
 import io
-import math
 import json
+import math
 
 from tabulate import tabulate
 
