@@ -128,12 +128,7 @@ def _parser():
         "sensitive layers to the report (costs about a qbench diagnose)",
     )
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
-    r.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="TOML file of sign-off limits per model and target kind (see README, 'Policy "
-        "file'); a sign-off flag given here overrides it (default: none)",
-    )
+    _add_policy_option(r)
     t = command(
         "tune",
         "MetaSchedule-tune the FP32 and INT8 graphs of a model into the tuning database, "
@@ -179,7 +174,18 @@ def _add_sweep_command(command):
     )
     _add_run_options(s, grid=True)
     _add_fallback_options(s)
+    _add_policy_option(s)
     s.epilog = EXIT_RULE
+
+
+def _add_policy_option(r):
+    """``--policy`` (run and sweep: each cell takes its model's and target's tables)."""
+    r.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="TOML file of sign-off limits per model and target kind (see README, 'Policy "
+        "file'); a sign-off flag given here overrides it (default: none)",
+    )
 
 
 def _add_fallback_options(r):

@@ -147,3 +147,19 @@ def test_an_abbreviated_option_is_not_taken_for_another(capsys):
     with pytest.raises(SystemExit) as e:
         main(["sweep", "--models", "a,b", "--model", "c"])
     assert e.value.code == 2 and "--model" in capsys.readouterr().err
+
+
+def test_policy_gives_each_cell_its_own_models_limits(tmp_path, monkeypatch, models):
+    """``--policy`` reaches every cell, each with its model's table (``zoo.model_id``)."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[defaults]\nmin_sqnr_db = 20\n[models."models.py:build"]\nmin_sqnr_db = 3\n')
+    seen = {}
+
+    def record(opts):
+        seen[opts.model] = opts.min_sqnr_db
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(pipeline, "run", record)
+    names = f"{models}:build,{models}:four_channels"
+    assert _sweep(tmp_path, "--models", names, "--policy", str(policy), *TINY) == 3
+    assert seen == {f"{models}:build": 3.0, f"{models}:four_channels": 20.0}
