@@ -1,10 +1,15 @@
 """Latency ratios of paired samples with bootstrap confidence intervals; NOISY runs.
 
-The ratio of two runners is the ratio of their median latencies. Its confidence interval
-comes from ``scipy.stats.bootstrap`` (paired: rounds of ``timing.interleaved`` are
-resampled, keeping the samples of one round together; percentile method, Efron &
-Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13), with a fixed seed so that
-a report is reproducible from its samples.
+The ratio of two runners is the median over timing rounds of their per-round latency ratio
+(sample i of both runners comes from round i of ``timing.interleaved``). Load and stalls hit
+the runners of a round alike, so the per-round ratio cancels them; the ratio of the two
+medians does not: when stalls hit a third of the rounds, each runner's median can fall in a
+different mode (a tiny model's ratio of medians swung from 0.9x to 148x on a busy machine
+while the per-round median stayed at 1.0). Its confidence interval comes from
+``scipy.stats.bootstrap`` (paired: rounds are resampled whole; percentile method, Efron &
+Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13), with a fixed seed so that a
+report is reproducible from its samples. ``baseline.comparison`` judges the same per-round
+ratios.
 """
 
 import numpy as np
@@ -24,7 +29,7 @@ PAIRS = (  # (numerator, denominator): latency ratios the report carries
 
 
 def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
-    """Ratio of medians ``median(num) / median(den)`` with its bootstrap confidence interval.
+    """Median per-round ratio ``median(num / den)`` with its bootstrap confidence interval.
 
     Args:
         num_ms, den_ms: paired latency samples, ms, same length >= 2 (sample i of both from
@@ -39,7 +44,7 @@ def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
     num, den = np.asarray(num_ms, np.float64), np.asarray(den_ms, np.float64)
     ci = bootstrap(
         (num, den),
-        _median_ratio,
+        median_ratio,
         paired=True,
         vectorized=True,
         n_resamples=RESAMPLES,
@@ -47,11 +52,13 @@ def ratio_ci(num_ms, den_ms, confidence=CONFIDENCE):
         method="percentile",
         rng=SEED,
     ).confidence_interval
-    return Ratio(float(_median_ratio(num, den)), float(ci.low), float(ci.high), confidence)
+    return Ratio(float(median_ratio(num, den)), float(ci.low), float(ci.high), confidence)
 
 
-def _median_ratio(num, den, axis=-1):
-    return np.median(num, axis=axis) / np.median(den, axis=axis)
+def median_ratio(num, den, axis=-1):
+    """The median over rounds of ``num / den`` (paired latency samples, ms, float64 arrays
+    of one length): the run's latency ratio (< 1: the numerator is faster)."""
+    return np.median(np.asarray(num) / np.asarray(den), axis=axis)
 
 
 def speed(samples_ms):

@@ -50,7 +50,8 @@ class Cell:
             (None without labels).
         sqnr_db: SQNR of the INT8 logits against PyTorch's, dB (None: identical logits).
         int8_median_ms, fp32_median_ms: median latency of one batch, TVM INT8 and TVM FP32, ms.
-        int8_speedup: TVM FP32 median over TVM INT8 median (> 1: INT8 is faster).
+        int8_speedup: 1 / the median per-round TVM INT8 / TVM FP32 latency ratio (the
+            sign-off's speed-up; > 1: INT8 is faster).
         calibration_cache_hit: the calibration came from the shared cache.
     """
 
@@ -199,7 +200,8 @@ def _with_metrics(cell, report):
         cell.accuracy_drop_points = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
     cell.int8_median_ms = res["tvm_int8"].latency.median_ms
     cell.fp32_median_ms = res["tvm_fp32"].latency.median_ms
-    cell.int8_speedup = cell.fp32_median_ms / cell.int8_median_ms
+    ratio = report.speed.ratios.get("tvm_int8/tvm_fp32") if report.speed else None
+    cell.int8_speedup = 1 / ratio.ratio if ratio else None
     cell.calibration_cache_hit = report.calibration["cache_hit"]
     return cell
 
