@@ -63,11 +63,11 @@ def torchao_int8(module, calib, batch_size, shape):
     return torch.compile(convert_pt2e(prepared))
 
 
-def runners(ctx, calib):
+def runners(prepared, calib):
     """(name, runner or the reason it is missing) for every runner of one model and batch."""
     import torch
 
-    opts, model, target = ctx["opts"], ctx["model"], ctx["target"]
+    opts, model, target = prepared.opts, prepared.model, prepared.target
     n, shape = opts.batch_size, model.input_shape
     out = [("PyTorch eager FP32", TorchRunner(model.module, n, shape))]
     makers = [
@@ -80,11 +80,11 @@ def runners(ctx, calib):
             out.append((name, TorchRunner(make(), n, shape, name)))
         except Exception as e:  # noqa: BLE001 - report the failure, never hide it
             out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
-    for name, mod in graphs(ctx):
-        vm = build.build(mod, target, ctx["databases"])
+    for name, mod in graphs(prepared):
+        vm = build.build(mod, target, prepared.databases).vm
         label = "TVM " + name.removeprefix("tvm_").upper()
         out.append((label, TVMRunner(vm, targets.device_for(target), n, shape, name)))
-    return out, ctx["tuning"]
+    return out, prepared.tuning
 
 
 def measure(model_name, batch, args):
@@ -103,13 +103,13 @@ def measure(model_name, batch, args):
             tuning_db=args.tuning_db,
             quant=QuantConfig(),
         )
-        ctx = prepare(opts)
-        calib = [x for x, _ in full_batches(ctx["images"], ctx["split"].calib, ctx["model"], batch)]
-        x, _ = next(full_batches(ctx["images"], ctx["split"].eval, ctx["model"], batch))
-        macs = graph.gemm_macs(ctx["imported"].mod)
-        found, tuned = runners(ctx, calib)
+        p = prepare(opts)
+        calib = [x for x, _ in full_batches(p.images, p.split.calib, p.model, batch)]
+        x, _ = next(full_batches(p.images, p.split.eval, p.model, batch))
+        macs = graph.gemm_macs(p.imported.mod)
+        found, tuned = runners(p, calib)
     rows, eager, medians = [], None, {}
-    fp32_peak, int8_peak = alu_peak.class_peaks(ctx["int8_kernels"]["cpu_class"], args.peaks)
+    fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels["cpu_class"], args.peaks)
     for name, runner in found:
         if isinstance(runner, str):
             rows.append([model_name, batch, name, runner, "", "", ""])
@@ -130,7 +130,7 @@ def measure(model_name, batch, args):
             ]
         )
     print(
-        f"{model_name} batch {batch}: CPU {cpu_name()}, {int8_kernels_line(ctx['int8_kernels'])}"
+        f"{model_name} batch {batch}: CPU {cpu_name()}, {int8_kernels_line(p.int8_kernels)}"
         f"; TVM INT8 / TVM FP32 = {medians['TVM INT8'] / medians['TVM FP32']:.3f}",
         file=sys.stderr,
     )

@@ -1,20 +1,45 @@
 """Builds: compile a Relax module for a target (``targets``) and load it."""
 
 import os
+from dataclasses import dataclass
 
 
-def build(mod, target, databases=(), schedules=None):
-    """``compile`` ``mod`` and load it: a ``tvm.relax.VirtualMachine`` on the target's device."""
+@dataclass(frozen=True)
+class Built:
+    """A build loaded on its device.
+
+    Fields:
+        vm: the ``tvm.relax.VirtualMachine`` on the target's device.
+        schedule_counts: {schedule source: kernel count} on llvm (``hand``, ``tuned``,
+            ``default``; see ``lowering.cpu_pipeline``); {} on other targets.
+    """
+
+    vm: object
+    schedule_counts: dict
+
+
+def build(mod, target, databases=()):
+    """Compile ``mod`` as ``compile`` does and load it. Returns a ``Built``."""
+    import tvm
     from tvm import relax
 
     from .targets import device_for
 
-    executable = compile(mod, target, databases, schedules)
-    return relax.VirtualMachine(executable, device_for(target))
+    lowered = lower(mod, target, databases)
+    executable = relax.build(lowered, tvm.target.Target(target))
+    return Built(relax.VirtualMachine(executable, device_for(target)), schedule_counts(lowered))
 
 
-def compile(mod, target, databases=(), schedules=None, hand_kernels=True):  # noqa: A001
-    """Compile ``mod`` for ``target``.
+def compile(mod, target, databases=(), hand_kernels=True):  # noqa: A001
+    """Compile ``mod`` for ``target`` (see ``lower``). Returns the ``tvm.relax.VMExecutable``."""
+    import tvm
+    from tvm import relax
+
+    return relax.build(lower(mod, target, databases, hand_kernels), tvm.target.Target(target))
+
+
+def lower(mod, target, databases=(), hand_kernels=True):
+    """Lower ``mod`` for ``target``, ready for ``relax.build``.
 
     On llvm: ``lowering.cpu_pipeline`` (qbench's hand-scheduled kernels, then the tuning
     databases' best schedules, then default parallel schedules for the rest). On cuda: TVM's
@@ -24,25 +49,23 @@ def compile(mod, target, databases=(), schedules=None, hand_kernels=True):  # no
         mod: Relax ``tvm.IRModule``.
         target: TVM target dict.
         databases: MetaSchedule database folders (``tuning.databases``) applied first.
-        schedules: optional dict, filled on llvm with the kernel counts by schedule source
-            (``hand``, ``tuned``, ``default``; see ``lowering.cpu_pipeline``).
         hand_kernels: False compiles TVM's own ops only on llvm (no ``kernels.select``):
             the reference qbench's kernels are checked against.
 
     Returns:
-        the ``tvm.relax.VMExecutable``.
+        the lowered ``tvm.IRModule``.
     """
-    import tvm
-    from tvm import relax
-
-    from .lowering import SCHEDULE_COUNTS
     from .tuning import apply
 
-    lowered = apply(mod, target, databases, hand_kernels)
+    return apply(mod, target, databases, hand_kernels)
+
+
+def schedule_counts(lowered):
+    """{schedule source: kernel count} recorded on a ``lower``ed module; {} when none."""
+    from .lowering import SCHEDULE_COUNTS
+
     counts = lowered.attrs.get(SCHEDULE_COUNTS) if lowered.attrs is not None else None
-    if schedules is not None and counts is not None:
-        schedules.update({k: int(v) for k, v in counts.items()})
-    return relax.build(lowered, tvm.target.Target(target))
+    return {k: int(v) for k, v in counts.items()} if counts is not None else {}
 
 
 def assembly(executable):

@@ -567,10 +567,10 @@ def _diagnose(args):
 def _tune(args):
     from .pipeline import prepare, tune_graphs
 
-    ctx = prepare(_options(args))
-    print(f"tuning into {ctx['tuning']['database']} (Ctrl-C stops at the next measurements)")
-    opts, stopped = ctx["opts"], set()
-    for name, s in tune_graphs(ctx, args.trials, args.time_budget, opts.tune_graphs).items():
+    prepared = prepare(_options(args))
+    print(f"tuning into {prepared.tuning['database']} (Ctrl-C stops at the next measurements)")
+    opts, stopped = prepared.opts, set()
+    for name, s in tune_graphs(prepared, args.trials, args.time_budget, opts.tune_graphs).items():
         print(
             f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
             f"in {s.seconds:.0f} s"

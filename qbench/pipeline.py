@@ -14,6 +14,7 @@ from .calibration.calibrate import cache_key, calibrate_module, load_cached, sav
 from .compare import accuracy_metrics, compare_logits, latency_stats, per_image
 from .errors import UserError
 from .kernels import select
+from .prepared import Prepared
 from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, fp32_reasons, make_plans
@@ -76,8 +77,7 @@ def prepare(opts):
     """Everything before the builds: checks, model, data, import, calibration, INT8 rewrite.
 
     Returns:
-        dict: the run context (``opts``, ``model``, ``images``, ``split``, ``target``,
-        ``imported``, ``layers``, ``ranges``, ``calibration``, ``plans``, ``int8_mod``).
+        ``prepared.Prepared`` (no ``diagnosis`` yet).
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
@@ -113,26 +113,24 @@ def prepare(opts):
         from .diagnose.fakequant import check_modules
 
         check_modules(model.module, layers, fp32_reasons(layers, opts.quant))
-    ctx = {
-        "opts": opts,
-        "model": model,
-        "images": images,
-        "split": split,
-        "holdout": held,
-        "target": target,
-        "imported": imported,
-        "layers": layers,
-    }
-    _find_databases(ctx)
+    databases, tuning_info = _databases(opts, target)
+    p = Prepared(opts, model, images, split, held, target, imported, layers, databases, tuning_info)
     with stage("calibration") as st:
-        ctx["ranges"], ctx["calibration"] = _calibrate(ctx)
-        cal = ctx["calibration"]
+        ranges, cal = _calibrate(p)
         miss = f"cache miss: {cal['mode']} on {cal['images']} images"
         st.note = "cache hit" if cal["cache_hit"] else miss
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
-        st.note = _int8_rewrite(ctx)
-    no_fast_path = ctx["int8_kernels"]["cpu_class"] == select.NO_FAST_PATH
+        p, st.note = _int8_rewrite(replace(p, ranges=ranges, calibration=cal))
+    _warn_no_fast_path(p)
+    return p
+
+
+def _warn_no_fast_path(p):
+    """Say that INT8 layers will run on default schedules when ``p.target`` has no INT8
+    kernels in qbench (and the graph is not simulated)."""
+    opts, target = p.opts, p.target
+    no_fast_path = p.int8_kernels["cpu_class"] == select.NO_FAST_PATH
     if no_fast_path and not opts.quant.simulate:
         say(
             f"WARNING: this target (mcpu {target.get('mcpu', 'default')}) has no INT8 fast path "
@@ -140,89 +138,93 @@ def prepare(opts):
             f"{', '.join(select.cpu_classes())}): INT8 conv2d/matmul layers run on default "
             "schedules and will likely be slower than FP32"
         )
-    return ctx
 
 
-def _int8_rewrite(ctx):
-    """Plan every layer with ``ctx["opts"].quant``, bias-correct, rewrite the INT8 graph and
-    describe its kernels (sets ``plans``, ``int8_mod``, ``int8_kernels``); returns a note."""
-    quant, layers = ctx["opts"].quant, ctx["layers"]
-    ctx["plans"] = make_plans(layers, ctx["ranges"], quant)
-    ctx["calibration"]["bias_correction"] = "off"
+def _int8_rewrite(p):
+    """Plan every layer with ``p.opts.quant``, bias-correct, rewrite the INT8 graph and
+    describe its kernels. Returns (a new ``Prepared`` with ``plans``, ``int8_mod``,
+    ``int8_kernels`` and ``calibration["bias_correction"]``, a note for the stage line)."""
+    quant = p.opts.quant
+    plans = make_plans(p.layers, p.ranges, quant)
+    bias_correction = "off"
     if quant.bias_correction:
-        ctx["plans"] = _bias_corrected(ctx)
-    ctx["int8_mod"] = rewrite(ctx["imported"].mod, ctx["plans"], quant.simulate)
-    ctx["int8_kernels"] = _int8_kernels_info(ctx, quant.simulate)
-    return f"{sum(p.quantized for p in ctx['plans'])} of {len(layers)} layers in INT8"
+        plans, bias_correction = _bias_corrected(p, plans)
+    int8_mod = rewrite(p.imported.mod, plans, quant.simulate)
+    calibration = {**p.calibration, "bias_correction": bias_correction}
+    p = replace(p, plans=plans, int8_mod=int8_mod, calibration=calibration)
+    p = replace(p, int8_kernels=_int8_kernels_info(p, quant.simulate))
+    return p, f"{sum(plan.quantized for plan in plans)} of {len(p.layers)} layers in INT8"
 
 
-def _diagnosed(ctx, attachments):
+def _diagnosed(p, attachments):
     """Diagnose every INT8 layer (``qbench diagnose``'s) and, with ``opts.accuracy_target``,
-    rewrite the INT8 graph with the fallback's layers in FP32 (sets ``diagnosis``). With
-    ``opts.diagnose`` the input histograms of the most sensitive layers ({file name: PNG
-    bytes}) go into ``attachments`` (a dict, or None to drop them)."""
-    from .diagnose.command import diagnose_ctx
+    rewrite the INT8 graph with the fallback's layers in FP32. With ``opts.diagnose`` the
+    input histograms of the most sensitive layers ({file name: PNG bytes}) go into
+    ``attachments`` (a dict, or None to drop them). Returns a new ``Prepared`` with
+    ``diagnosis`` (and the fallback's ``opts``, plans and INT8 graph)."""
+    from .diagnose.command import diagnose_prepared
 
-    opts = ctx["opts"]
-    ctx["diagnosis"], pngs = diagnose_ctx(ctx, opts.accuracy_target, plots=opts.diagnose)
+    opts = p.opts
+    diagnosis, pngs = diagnose_prepared(p, opts.accuracy_target, plots=opts.diagnose)
     if attachments is not None:
         attachments.update(pngs)
-    kept = tuple(ctx["diagnosis"].get("fallback", {}).get("kept_fp32", ()))
+    p = replace(p, diagnosis=diagnosis)
+    kept = tuple(diagnosis.get("fallback", {}).get("kept_fp32", ()))
     if kept:
-        ctx["opts"] = replace(opts, quant=replace(opts.quant, fallback_layers=kept))
+        p = replace(p, opts=replace(opts, quant=replace(opts.quant, fallback_layers=kept)))
         with stage("INT8 rewrite with the fallback") as st:
-            st.note = _int8_rewrite(ctx)
+            p, st.note = _int8_rewrite(p)
+    return p
 
 
-def _bias_corrected(ctx):
-    """The plans with each INT8 layer's output shift measured on ``bias_images`` in one batch
-    (``quantize.bias``); the plans unchanged, with a warning, when a layer has no PyTorch
+def _bias_corrected(p, plans):
+    """(plans, status): ``plans`` with each INT8 layer's output shift measured on
+    ``bias_images`` in one batch (``quantize.bias``) and the report's ``bias_correction``
+    (``"on (N images)"``); ``plans`` unchanged, with a warning, when a layer has no PyTorch
     module to measure it on."""
     from .diagnose.fakequant import fake_layers
     from .quantize.bias import bias_shifts, corrected
 
-    model, opts = ctx["model"], ctx["opts"]
+    model = p.model
     try:
-        fakes = fake_layers(model.module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
+        fakes = fake_layers(model.module, p.layers, plans, p.opts.quant.per_channel)
     except UserError as e:
         say(f"WARNING: bias correction skipped: {e}")
-        ctx["calibration"]["bias_correction"] = "skipped (a layer has no PyTorch module)"
-        return ctx["plans"]
-    x = bias_images(ctx)
-    ctx["calibration"]["bias_correction"] = f"on ({len(x)} images)"
+        return plans, "skipped (a layer has no PyTorch module)"
+    x = bias_images(p)
     shifts = bias_shifts(model.module, fakes, x)
-    return corrected(ctx["plans"], ctx["layers"], shifts)
+    return corrected(plans, p.layers, shifts), f"on ({len(x)} images)"
 
 
-def bias_images(ctx):
-    """The first ``BIAS_IMAGES`` calibration images, preprocessed, in one float32 tensor
-    (N, C, H, W): what bias correction measures on."""
+def bias_images(p):
+    """The first ``BIAS_IMAGES`` calibration images of a ``Prepared``, preprocessed, in one
+    float32 tensor (N, C, H, W): what bias correction measures on."""
     import torch
 
-    indices = ctx["split"].calib[:BIAS_IMAGES]
-    (x, _), *_ = data.batches(ctx["images"], indices, ctx["model"].preprocess, len(indices))
+    indices = p.split.calib[:BIAS_IMAGES]
+    (x, _), *_ = data.batches(p.images, indices, p.model.preprocess, len(indices))
     return torch.from_numpy(x)
 
 
-def _int8_kernels_info(ctx, simulate):
+def _int8_kernels_info(p, simulate):
     """The report's ``int8_kernels``: the CPU class and the INT8 layers by kernel path
     (``"conv2d avx2"``; ``"conv2d simulated"`` for a fake-quantized graph)."""
-    target = ctx["target"]
+    target = p.target
     cpu_class = select.cpu_class(target) if target["kind"] == "llvm" else target["kind"]
     if simulate:
-        quantized = zip(ctx["layers"], ctx["plans"], strict=True)
+        quantized = zip(p.layers, p.plans, strict=True)
         paths = Counter(f"{layer.op} simulated" for layer, plan in quantized if plan.quantized)
     elif target["kind"] == "llvm":
-        paths = select.kernel_paths(ctx["int8_mod"], target)
+        paths = select.kernel_paths(p.int8_mod, target)
         paths = {k.removeprefix("int8 "): v for k, v in paths.items() if k.startswith("int8 ")}
     else:
         paths = {}
     return {"cpu_class": cpu_class, "paths": dict(sorted(paths.items()))}
 
 
-def graphs(ctx):
-    """The (name, Relax module) pairs a run builds: TVM FP32 and TVM INT8."""
-    return (("tvm_fp32", ctx["imported"].mod), ("tvm_int8", ctx["int8_mod"]))
+def graphs(p):
+    """The (name, Relax module) pairs a ``Prepared`` run builds: TVM FP32 and TVM INT8."""
+    return (("tvm_fp32", p.imported.mod), ("tvm_int8", p.int8_mod))
 
 
 def run(opts, attachments=None):
@@ -238,33 +240,28 @@ def run(opts, attachments=None):
     from .report import build_report
 
     started = time.time()
-    ctx = prepare(opts)
+    p = prepare(opts)
     if opts.accuracy_target is not None or opts.diagnose:
-        _diagnosed(ctx, attachments)
-        opts = ctx["opts"]
+        p = _diagnosed(p, attachments)
+        opts = p.opts
     if opts.tune_trials:
         with stage("tuning"):
-            tune_graphs(ctx, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
-    model, shape, target = ctx["model"], ctx["model"].input_shape, ctx["target"]
-    runners = [TorchRunner(model.module, opts.batch_size, shape)]
-    ctx["tuning"]["kernels"] = {}
-    for name, mod in graphs(ctx):
-        counts = ctx["tuning"]["kernels"][name] = {}
-        with stage(f"build {name.upper().replace('_', ' ')}"):
-            vm = build.build(mod, target, ctx["databases"], counts)
-        log.info("%s kernels by schedule: %s", name, counts)
-        runners.append(TVMRunner(vm, targets.device_for(target), opts.batch_size, shape, name))
+            fresh = tune_graphs(p, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
+        databases, tuning_info = _databases(opts, p.target, fresh)
+        p = replace(p, databases=databases, tuning=tuning_info)
+    p, runners = _build_runners(p)
+    model = p.model
     with stage("evaluation") as st:
-        indices = ctx["split"].eval
-        logits, labels = _evaluate(runners, ctx["images"], indices, model, opts.batch_size)
+        indices = p.split.eval
+        logits, labels = _evaluate(runners, p.images, indices, model, opts.batch_size)
         st.note = f"{len(indices)} images"
     with stage("timing") as st:
-        latency = _time(runners, ctx["images"], ctx["split"].eval, model, opts)
+        latency = _time(runners, p.images, p.split.eval, model, opts)
         st.note = f"{opts.warmup} warm-up + {opts.repeat} timed rounds, runners interleaved"
     results = _results(runners, logits, labels, latency)
     timed = speed.speed(latency)
-    quantized = sum(p.quantized for p in ctx["plans"])
-    classes = frontend.num_classes(ctx["imported"].mod)
+    quantized = sum(plan.quantized for plan in p.plans)
+    classes = frontend.num_classes(p.imported.mod)
     verdict = signoff(
         results,
         Limits.of(opts),
@@ -274,17 +271,32 @@ def run(opts, attachments=None):
         opts.quant.simulate,
         timed,
     )
-    return build_report(ctx, results, time.time() - started, timed, verdict)
+    return build_report(p, results, time.time() - started, timed, verdict)
 
 
-def _find_databases(ctx, fresh=None):
-    """Set ``ctx["databases"]`` and the report's ``ctx["tuning"]`` (``fresh``: the
-    ``TuneSummary`` list of a tuning done by this run)."""
-    opts, target = ctx["opts"], ctx["target"]
+def _build_runners(p):
+    """Build TVM FP32 and TVM INT8. Returns (a new ``Prepared`` whose ``tuning["kernels"]``
+    holds {graph name: {schedule source: kernel count}}, the runners: PyTorch FP32 eager,
+    TVM FP32, TVM INT8)."""
+    opts, shape, target = p.opts, p.model.input_shape, p.target
+    runners = [TorchRunner(p.model.module, opts.batch_size, shape)]
+    kernels = {}
+    for name, mod in graphs(p):
+        with stage(f"build {name.upper().replace('_', ' ')}"):
+            built = build.build(mod, target, p.databases)
+        kernels[name] = built.schedule_counts
+        log.info("%s kernels by schedule: %s", name, built.schedule_counts)
+        device = targets.device_for(target)
+        runners.append(TVMRunner(built.vm, device, opts.batch_size, shape, name))
+    return replace(p, tuning={**p.tuning, "kernels": kernels}), runners
+
+
+def _databases(opts, target, fresh=None):
+    """(the database folders the builds apply, the report's ``tuning`` dict); ``fresh``:
+    {graph name: ``TuneSummary``} of a tuning done by this run, or None."""
     folders, source = tuning.databases(opts.tuning_db, target)
     user, pretuned = tuning.db_dir(opts.tuning_db, target), tuning.pretuned_dir(target)
-    ctx["databases"] = folders
-    ctx["tuning"] = {
+    info = {
         "source": ("fresh tuning + " if any(s.tuned for s in (fresh or {}).values()) else "")
         + source,
         "database": str(user),
@@ -293,21 +305,21 @@ def _find_databases(ctx, fresh=None):
         "pretuned_records": tuning.record_count(pretuned) if pretuned else 0,
         "fresh": {name: asdict(s) for name, s in fresh.items()} if fresh else {},
     }
+    return folders, info
 
 
-def tune_graphs(ctx, trials_per_task, time_budget_min=None, which=("fp32", "int8")):
-    """Tune the FP32 and INT8 graphs of a prepared run into the user's database, then point
-    the run's builds at the result. Returns {graph name: ``tuner.TuneSummary``}."""
-    folder = tuning.db_dir(ctx["opts"].tuning_db, ctx["target"])
+def tune_graphs(p, trials_per_task, time_budget_min=None, which=("fp32", "int8")):
+    """Tune the FP32 and INT8 graphs of a ``Prepared`` run into the user's database.
+    Returns {graph name: ``tuner.TuneSummary``} (``_databases`` points builds at them)."""
+    folder = tuning.db_dir(p.opts.tuning_db, p.target)
     deadline = time.time() + 60 * time_budget_min if time_budget_min else None
     summaries = {}
-    for name, mod in graphs(ctx):
+    for name, mod in graphs(p):
         if name.removeprefix("tvm_") not in which:
             continue
-        summaries[name] = tuning.tune(mod, ctx["target"], folder, trials_per_task, deadline, name)
+        summaries[name] = tuning.tune(mod, p.target, folder, trials_per_task, deadline, name)
         if summaries[name].stopped:
             break
-    _find_databases(ctx, fresh=summaries)
     return summaries
 
 
@@ -317,9 +329,11 @@ def full_batches(images, indices, model, batch_size):
         yield pad_batch(x, batch_size), len(x)
 
 
-def _calibrate(ctx):
-    opts, model, images, split = ctx["opts"], ctx["model"], ctx["images"], ctx["split"]
-    mod, layers, target = ctx["imported"].mod, ctx["layers"], ctx["target"]
+def _calibrate(p):
+    """(ranges, the report's ``calibration`` dict) of a ``Prepared`` before calibration:
+    from the cache, else measured and cached."""
+    opts, model, images, split = p.opts, p.model, p.images, p.split
+    mod, layers, target = p.imported.mod, p.layers, p.target
     q = opts.quant
     key = cache_key(
         model=model.name,
@@ -346,7 +360,7 @@ def _calibrate(ctx):
     batches = full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     ranges = calibrate_module(
-        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, ctx["databases"]
+        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, p.databases
     )
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(

@@ -16,13 +16,13 @@ from . import __version__
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
-def definition(ctx):
+def definition(prepared):
     """The report's ``definition``: model, weights, data, preprocessing, quantization
     config, batch size, target, qbench and TVM versions, and their ``digest``.
 
     Args:
-        ctx: the run context of ``pipeline.prepare`` (``opts``, ``model``, ``images``,
-            ``split``, ``target``).
+        prepared: the ``prepared.Prepared`` of the run (its ``opts``, ``model``,
+            ``images``, ``split``, ``target``).
     Returns:
         dict: ``model`` (name), ``weights_digest`` (sha256 hex of the state dict),
         ``data_digest`` (sha256 hex of the decoded calibration then evaluation images, in
@@ -33,16 +33,16 @@ def definition(ctx):
     """
     import tvm
 
-    opts, split = ctx["opts"], ctx["split"]
+    opts, split, model = prepared.opts, prepared.split, prepared.model
     fields = {
-        "model": ctx["model"].name,
-        "weights_digest": ctx["model"].weights_digest,
-        "data_digest": ctx["images"].content_digest(tuple(split.calib) + tuple(split.eval)),
-        "input_shape": list(ctx["model"].input_shape),
-        "preprocess": asdict(ctx["model"].preprocess),
+        "model": model.name,
+        "weights_digest": model.weights_digest,
+        "data_digest": prepared.images.content_digest(tuple(split.calib) + tuple(split.eval)),
+        "input_shape": list(model.input_shape),
+        "preprocess": asdict(model.preprocess),
         "quant": opts.quant.to_dict(),
         "batch_size": opts.batch_size,
-        "target": ctx["target"],
+        "target": prepared.target,
         "qbench": __version__,
         "tvm": tvm.__version__,
     }

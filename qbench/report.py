@@ -65,22 +65,23 @@ def cpu_name():
         return platform.processor() or "unknown"
 
 
-def build_report(ctx, results, wall_s, speed, verdict):
-    """The run's ``results.RunResult`` from its context (see ``pipeline.run``), its
-    ``RunnerResult``s, wall time (s), ``Speed`` (or None) and sign-off ``Verdict``."""
-    opts, model, images, split = ctx["opts"], ctx["model"], ctx["images"], ctx["split"]
+def build_report(prepared, results, wall_s, speed, verdict):
+    """The run's ``results.RunResult`` from its ``prepared.Prepared`` (built: its tuning has
+    ``kernels``; see ``pipeline.run``), its ``RunnerResult``s, wall time (s), ``Speed`` (or
+    None) and sign-off ``Verdict``."""
+    opts, model, images, split = prepared.opts, prepared.model, prepared.images, prepared.split
     config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
     config["quant"] = opts.quant.to_dict()
     return RunResult(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        environment=environment(ctx["target"], opts.threads),
-        definition=definition(ctx),
+        environment=environment(prepared.target, opts.threads),
+        definition=definition(prepared),
         model=ModelInfo(
             name=model.name,
             weights=model.weights,
             random_weights=model.random_weights,
             input_shape=list(model.input_shape),
-            aten_ops=ctx["imported"].aten_ops,
+            aten_ops=prepared.imported.aten_ops,
         ),
         data=DataInfo(
             source=images.name,
@@ -98,23 +99,23 @@ def build_report(ctx, results, wall_s, speed, verdict):
             "between_layers": "float32 (dequantize, bias, activation, pool, add, "
             "concat), quantized again at the next layer",
         },
-        calibration=ctx["calibration"],
-        tuning=ctx["tuning"],
-        layers=_layers(ctx),
-        graph=_graph(ctx["imported"].mod, ctx["int8_mod"]),
-        int8_kernels=ctx["int8_kernels"],
+        calibration=prepared.calibration,
+        tuning=prepared.tuning,
+        layers=_layers(prepared),
+        graph=_graph(prepared.imported.mod, prepared.int8_mod),
+        int8_kernels=prepared.int8_kernels,
         results=results,
-        diagnosis=ctx.get("diagnosis"),
+        diagnosis=prepared.diagnosis,
         wall_time_s=round(wall_s, 2),
         speed=speed,
         signoff=verdict,
     )
 
 
-def _layers(ctx):
+def _layers(prepared):
     rows = []
-    for layer, plan in zip(ctx["layers"], ctx["plans"], strict=True):
-        r = ctx["ranges"].get(layer.name)
+    for layer, plan in zip(prepared.layers, prepared.plans, strict=True):
+        r = prepared.ranges.get(layer.name)
         row = {
             "index": layer.index,
             "name": layer.name,
@@ -130,7 +131,7 @@ def _layers(ctx):
             sqnr = [s for s in plan.weight.sqnr_db.tolist() if math.isfinite(s)]
             row.update(
                 dtype="float32 (simulated int8)"
-                if ctx["opts"].quant.simulate
+                if prepared.opts.quant.simulate
                 else "uint8 x int8 -> int32",
                 act_scale=plan.act.scale,
                 act_zero_point=plan.act.zero_point,

@@ -27,7 +27,7 @@ class Quantized:
     def run(self, which, x):
         mod = self.fp32_mod if which == "fp32" else self.int8_mod
         runner = TVMRunner(
-            build.build(mod, LLVM), targets.device_for(LLVM), len(x), x.shape[1:], which
+            build.build(mod, LLVM).vm, targets.device_for(LLVM), len(x), x.shape[1:], which
         )
         return runner.infer(np.ascontiguousarray(x, np.float32))
 

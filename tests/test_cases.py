@@ -14,7 +14,7 @@ from qbench.runners import TVMRunner
 def fp32_tvm(module, x):
     imported = frontend.import_model(loaded(module, x.shape[1:]), len(x))
     runner = TVMRunner(
-        build.build(imported.mod, LLVM), targets.device_for(LLVM), len(x), x.shape[1:], "fp32"
+        build.build(imported.mod, LLVM).vm, targets.device_for(LLVM), len(x), x.shape[1:], "fp32"
     )
     return runner.infer(x)
 

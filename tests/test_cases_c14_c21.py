@@ -284,19 +284,19 @@ def test_c17_changed_forward_recalibrates(tmp_path, models):
     first = _prepare(tmp_path, f"{models}:scaled")
     models.write_text(MODELS.replace("FACTOR", "8.0"))
     second = _prepare(tmp_path, f"{models}:scaled")
-    assert not second["calibration"]["cache_hit"]
-    name = first["layers"][0].name
-    grow = second["ranges"][name].hi / first["ranges"][name].hi
+    assert not second.calibration["cache_hit"]
+    name = first.layers[0].name
+    grow = second.ranges[name].hi / first.ranges[name].hi
     assert grow == pytest.approx(8.0, rel=1e-4)
 
 
 def test_cache_key_follows_the_graph_not_the_names(tmp_path, models):
     first = _prepare(tmp_path, f"{models}:scaled")
-    assert _prepare(tmp_path, f"{models}:scaled")["calibration"]["cache_hit"]  # same graph
+    assert _prepare(tmp_path, f"{models}:scaled").calibration["cache_hit"]  # same graph
     models.write_text(MODELS.replace("FACTOR", "1.0").replace("x * 1.0", "x + 0.5"))
     third = _prepare(tmp_path, f"{models}:scaled")
-    assert not third["calibration"]["cache_hit"]
-    assert third["calibration"]["cache_key"] != first["calibration"]["cache_key"]
+    assert not third.calibration["cache_hit"]
+    assert third.calibration["cache_key"] != first.calibration["cache_key"]
 
 
 # C18: labels that do not fit the model -------------------------------------------------

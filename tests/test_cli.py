@@ -356,7 +356,7 @@ def test_layers_lists_quantizable_layers_without_calibration_or_build(
     from qbench import build
     from qbench.calibration import calibrate
 
-    monkeypatch.setattr(build, "compile", lambda *a, **k: pytest.fail("layers built"))
+    monkeypatch.setattr(build, "lower", lambda *a, **k: pytest.fail("layers built"))
     monkeypatch.setattr(calibrate, "calibrate_module", lambda *a, **k: pytest.fail("calibrated"))
     args = ["layers", "--model", f"{tiny_file}:build", "--keep-first-fp32", "--skip-layers", "2"]
     assert main(args) == 0

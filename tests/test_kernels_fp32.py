@@ -59,8 +59,12 @@ def test_fp32_kernels_match_pytorch():
     assert sum(k.startswith("conv2d_nchwc_fp32") for k in kernels) == 4  # 3 convs + dense
     assert sum(k.startswith("depthwise_conv2d_fp32") for k in kernels) == 2
     assert sum(k.startswith("max_pool2d_taps") for k in kernels) == 1
-    schedules = {}
-    got = run_tvm(build.compile(mod, LLVM, (), schedules), x)
+    import tvm
+    from tvm import relax
+
+    lowered = build.lower(mod, LLVM)
+    got = run_tvm(relax.build(lowered, tvm.target.Target(LLVM)), x)
+    schedules = build.schedule_counts(lowered)
     # 3 convs, dense, 2 depthwise, max pool; packing and padding on default schedules
     assert schedules["hand"] == 7 and schedules["tuned"] == 0 and schedules["default"] > 0
     want = torch_out(net, x)

@@ -56,7 +56,9 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     q = quantize_tiny(model, calib)
     results = {}
     for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod)):
-        runner = TVMRunner(build.build(mod, LLVM), targets.device_for(LLVM), 1, (32, 64, 64), name)
+        runner = TVMRunner(
+            build.build(mod, LLVM).vm, targets.device_for(LLVM), 1, (32, 64, 64), name
+        )
         samples = runner.time(calib[0], warmup=2, repeat=20)
         results[name] = RunnerResult(name, Latency(**latency_stats(samples)), samples, {}, {})
     table = latency_table(results, "simple")

@@ -77,7 +77,7 @@ def calibrate_module(
     from ..targets import device_for
 
     observer = TVMRunner(
-        build.build(observer_module(mod), target, databases),
+        build.build(observer_module(mod), target, databases).vm,
         device_for(target),
         batch_size,
         input_shape,

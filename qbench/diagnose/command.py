@@ -36,26 +36,26 @@ def run_diagnose(opts):
         UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
     """
     started = time.time()
-    report, pngs = diagnose_ctx(prepare(opts), opts.accuracy_target)
+    report, pngs = diagnose_prepared(prepare(opts), opts.accuracy_target)
     report["wall_s"] = time.time() - started
     return report, pngs
 
 
-def diagnose_ctx(ctx, accuracy_target=None, plots=True):
-    """``run_diagnose`` on a prepared run context (``pipeline.prepare``); without ``plots``
-    the PNGs are not made (``{}``)."""
+def diagnose_prepared(prepared, accuracy_target=None, plots=True):
+    """``run_diagnose`` on a ``prepared.Prepared`` run (``pipeline.prepare``); without
+    ``plots`` the PNGs are not made (``{}``)."""
     started = time.time()
-    opts, model = ctx["opts"], ctx["model"]
+    opts, model = prepared.opts, prepared.model
     module = model.module  # in eval mode: the frontend checked it
-    fakes = fake_layers(module, ctx["layers"], ctx["plans"], opts.quant.per_channel)
-    indices = ctx["split"].calib
+    fakes = fake_layers(module, prepared.layers, prepared.plans, opts.quant.per_channel)
+    indices = prepared.split.calib
     with stage("diagnose") as st:
-        batches = to_batches(ctx["images"], indices, model.preprocess, opts.batch_size)
+        batches = to_batches(prepared.images, indices, model.preprocess, opts.batch_size)
         diagnosis = diagnose(module, fakes, batches)
         st.note = f"{len(fakes)} INT8 layers on {len(indices)} calibration images"
     report = {
         "model": model.name,
-        "calibration": ctx["calibration"],
+        "calibration": prepared.calibration,
         "config": opts.quant.to_dict(),
         "images": diagnosis.images,
         "int8_layers": len(fakes),
@@ -65,11 +65,11 @@ def diagnose_ctx(ctx, accuracy_target=None, plots=True):
         "ranking": diagnosis.ranking(),
     }
     if accuracy_target is not None:
-        held = ctx["holdout"]
+        held = prepared.holdout
         with stage("FP32 fallback") as st:
-            held_out = to_batches(ctx["images"], held, model.preprocess, opts.batch_size)
+            held_out = to_batches(prepared.images, held, model.preprocess, opts.batch_size)
             fb = fallback(
-                module, fakes, held_out, diagnosis.ranking(), accuracy_target, _bias_x(ctx)
+                module, fakes, held_out, diagnosis.ranking(), accuracy_target, _bias_x(prepared)
             )
             st.note = f"{len(fb.kept)} layers kept in FP32" + ("" if fb.reached else " (missed)")
         report["fallback"] = {
@@ -82,7 +82,7 @@ def diagnose_ctx(ctx, accuracy_target=None, plots=True):
             ],
         }
         with stage("latency cost") as st:
-            report["fallback"]["latency_ms"] = latency_cost(ctx, fb.kept)
+            report["fallback"]["latency_ms"] = latency_cost(prepared, fb.kept)
             st.note = "TVM INT8 with and without the FP32 layers"
     pngs = {}
     if plots:
@@ -109,7 +109,7 @@ def _plots(module, fakes, batches, report):
     return pngs
 
 
-def latency_cost(ctx, kept):
+def latency_cost(prepared, kept):
     """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with every
     layer in INT8 and with the layers ``kept`` in FP32, timed interleaved
     (``timing.interleaved``) so that load on the machine hits both alike.
@@ -117,15 +117,17 @@ def latency_cost(ctx, kept):
     Returns:
         dict: ``all_int8`` and ``with_fallback``, ms.
     """
-    opts, target = ctx["opts"], ctx["target"]
+    p = prepared
+    opts, target = p.opts, p.target
     quant = replace(opts.quant, fallback_layers=tuple(kept))
-    plans = make_plans(ctx["layers"], ctx["ranges"], quant)
-    mods = {"all_int8": ctx["int8_mod"], "with_fallback": rewrite(ctx["imported"].mod, plans)}
-    shape, n = ctx["model"].input_shape, opts.batch_size
-    x, _ = next(full_batches(ctx["images"], ctx["split"].calib[:n], ctx["model"], n))
+    plans = make_plans(p.layers, p.ranges, quant)
+    mods = {"all_int8": p.int8_mod, "with_fallback": rewrite(p.imported.mod, plans)}
+    shape, n = p.model.input_shape, opts.batch_size
+    x, _ = next(full_batches(p.images, p.split.calib[:n], p.model, n))
+    device = targets.device_for(target)
     calls = {
         name: TVMRunner(
-            build.build(mod, target, ctx["databases"]), targets.device_for(target), n, shape, name
+            build.build(mod, target, p.databases).vm, device, n, shape, name
         ).timed_call(x)
         for name, mod in mods.items()
     }
@@ -133,8 +135,8 @@ def latency_cost(ctx, kept):
     return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}
 
 
-def _bias_x(ctx):
+def _bias_x(prepared):
     """The images bias correction measured on, or None when the plans carry no shifts."""
-    if not any(p.bias_shift is not None for p in ctx["plans"]):
+    if not any(plan.bias_shift is not None for plan in prepared.plans):
         return None
-    return bias_images(ctx)
+    return bias_images(prepared)
