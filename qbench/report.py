@@ -359,7 +359,7 @@ def policy_line(policy):
 
 def speed_lines(speed):
     """The latency ratios (a ``results.Speed``) with their confidence intervals, and the
-    NOISY verdict, e.g. ``speed (latency ratio of medians, runners interleaved): TVM INT8 /
+    NOISY verdict, e.g. ``speed (median per-round latency ratio, runners interleaved): TVM INT8 /
     TVM FP32 0.625 (95 % CI 0.610-0.640); ...``."""
     parts = []
     for key, r in speed.ratios.items():
@@ -368,7 +368,7 @@ def speed_lines(speed):
             f"{num} / {den} {r.ratio:.3f} ({100 * r.confidence:g} % CI "
             f"{r.ci_low:.3f}-{r.ci_high:.3f})"
         )
-    lines = [f"speed (latency ratio of medians, runners interleaved): {'; '.join(parts)}"]
+    lines = [f"speed (median per-round latency ratio, runners interleaved): {'; '.join(parts)}"]
     if speed.noisy:
         lines.append(
             f"timing: NOISY ({speed.noisy_reason}; the machine is busy or throttling), "

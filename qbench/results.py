@@ -96,7 +96,8 @@ class RunnerResult:
 
 @dataclass(frozen=True)
 class Ratio(_Flat):
-    """A latency ratio of medians, ``num / den`` (< 1: the numerator is faster), with its
+    """A latency ratio ``num / den``, the median over timing rounds of the per-round ratio (< 1:
+    the numerator is faster; ``speed.median_ratio``), with its
     bootstrap confidence interval ``[ci_low, ci_high]`` at level ``confidence`` in (0, 1)
     (``speed.ratio_ci``)."""
 

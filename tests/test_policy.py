@@ -133,7 +133,7 @@ def test_the_report_records_the_policy_and_each_criterion(tmp_path):
     }
     assert all(len(r["latency_samples_ms"]) == 20 for r in report["results"].values())
     text = (folder / "report.md").read_text()
-    assert f"policy: {path}" in text and "speed (latency ratio of medians" in text
+    assert f"policy: {path}" in text and "speed (median per-round latency ratio" in text
 
 
 def test_a_file_model_matches_its_table_from_any_folder_and_a_miss_is_named(tmp_path):

@@ -28,7 +28,8 @@ def test_the_fixture_round_trips_exactly(stored):
     int8 = result.results["tvm_int8"]
     assert int8.samples_ms == tuple(stored["results"]["tvm_int8"]["latency_samples_ms"])
     assert int8.latency.median_ms == stored["results"]["tvm_int8"]["latency"]["median_ms"]
-    assert result.speed.ratios["tvm_int8/tvm_fp32"].ci_high == pytest.approx(1.0966899727836419)
+    stored_ratio = stored["speed"]["ratios"]["tvm_int8/tvm_fp32"]
+    assert result.speed.ratios["tvm_int8/tvm_fp32"].ci_high == stored_ratio["ci_high"]
 
 
 @pytest.mark.parametrize(
