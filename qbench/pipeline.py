@@ -105,7 +105,14 @@ def prepare(opts):
         frontend.check_logits(imported.mod, model.name)
         layers = graph.find_layers(imported.mod, imported.layer_names)
         st.note = f"{len(layers)} conv2d/matmul layers"
-    data.check_labels(images, frontend.num_classes(imported.mod), model.name)
+    classes = frontend.num_classes(imported.mod)
+    data.check_labels(images, classes, model.name)
+    if opts.accuracy_target is not None and classes == 1:
+        raise UserError(
+            f"--accuracy-target {opts.accuracy_target}: model {model.name!r} has a single "
+            "output logit, so top-1 agreement means nothing; judge it by --min-sqnr and "
+            "--min-cosine, and see the per-layer SQNR with --diagnose"
+        )
     data.check_input_shape(images, split.calib[0], model.preprocess, model.input_shape)
     log.info("layers: %s", ", ".join(f"{la.index} {la.name}" for la in layers))
     check_skip_layers(opts.quant.skip_layers, layers)

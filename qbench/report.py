@@ -425,9 +425,10 @@ def check_value_and_limit(check):
 
     Fractions are shown as %, accuracy drops in percentage points, SQNR in dB, cosines as
     plain numbers, with as many decimals as it takes (up to 3 more than the fewest) to tell
-    a failing value from its limit; speed-ups as ``0.62x`` and latencies in ms. A check with a
-    confidence interval (the INT8 speed-up) shows it after the value. A check without a
-    value (not applicable, or not computable) shows its ``detail``.
+    a failing value from its limit and to show a non-zero limit as non-zero; speed-ups as
+    ``0.62x`` and latencies in ms. A check with a confidence interval (the INT8 speed-up)
+    shows it after the value. A check without a value (not applicable, or not computable)
+    shows its ``detail``.
 
     Args:
         check: a ``results.Check``.
@@ -446,7 +447,8 @@ def check_value_and_limit(check):
         return check.detail, f"{op} {scale * limit:.{fewest}f}{suffix}"
     for decimals in range(fewest, fewest + 4):
         v, lim = f"{scale * value:.{decimals}f}", f"{scale * limit:.{decimals}f}"
-        if v != lim or value == limit:
+        told_apart = v != lim or value == limit
+        if told_apart and (float(lim) != 0 or limit == 0):  # a limit of 0.001 is not "0.00"
             break
     v += suffix
     if check.ci_low is not None:

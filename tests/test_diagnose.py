@@ -323,3 +323,23 @@ def test_a_functional_conv_stops_a_diagnosis_before_calibration(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2 and "is not an nn.Conv2d or nn.Linear" in err
     assert "calibration:" not in err and not (tmp_path / "r").exists()
+
+
+def test_a_single_logit_model_has_no_agreement_target_and_no_agreement(tmp_path, capsys):
+    """A single output logit ranks nothing: --accuracy-target is refused (exit 2) before
+    calibration, and a diagnosis reports SQNR without a top-1 agreement."""
+    from test_cli import C06_MODEL  # its ``build`` ends in one logit
+
+    path = tmp_path / "c06.py"
+    path.write_text(C06_MODEL)
+    common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
+    common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r"), "--batch-size", "1"]
+    common += ["--cache-dir", str(tmp_path / "c"), "--holdout-size", "4"]
+    assert main(["run", *common, "--accuracy-target", "0.99"]) == 2
+    err = capsys.readouterr().err
+    assert "single output logit" in err and "calibration:" not in err
+    assert main(["diagnose", *common]) == 0
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "diagnose.json").read_text())
+    assert report["top1_agreement"] is None and report["logits_sqnr_db"] > 0
+    assert "top-1 agreement" not in (folder / "diagnose.md").read_text().split("\n")[2]

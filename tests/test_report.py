@@ -266,6 +266,8 @@ def test_a_failing_value_never_looks_equal_to_its_limit():
     assert check_value_and_limit(check) == ("96.99 %", ">= 97.00 %")
     check = Check("INT8 top-1 accuracy drop", 1.0, "<=", 1.0, True, "points")
     assert check_value_and_limit(check) == ("1.0 points", "<= 1.0 points")
+    check = Check("INT8 median latency", 0.05, "<=", 0.001, False, "ms")  # not "<= 0.00 ms"
+    assert check_value_and_limit(check) == ("0.050 ms", "<= 0.001 ms")
 
 
 def test_added_ops_are_words_most_frequent_first(report):

@@ -5,7 +5,7 @@ import re
 import time
 from dataclasses import replace
 
-from .. import build, targets, timing
+from .. import build, frontend, targets, timing
 from ..compare import latency_stats
 from ..pipeline import bias_images, full_batches, prepare
 from ..progress import stage
@@ -60,7 +60,7 @@ def diagnose_prepared(prepared, accuracy_target=None, plots=True):
         "images": diagnosis.images,
         "int8_layers": len(fakes),
         "logits_sqnr_db": diagnosis.logits.sqnr_db,
-        "top1_agreement": diagnosis.agree / diagnosis.images,
+        "top1_agreement": diagnosis.agree / diagnosis.images if _ranked(prepared) else None,
         "layers": as_rows(diagnosis),
         "ranking": diagnosis.ranking(),
     }
@@ -81,9 +81,11 @@ def diagnose_prepared(prepared, accuracy_target=None, plots=True):
                 {"kept": k, "top1_agreement": a, "logits_sqnr_db": s} for k, a, s in fb.steps
             ],
         }
-        with stage("latency cost") as st:
-            report["fallback"]["latency_ms"] = latency_cost(prepared, fb.kept)
-            st.note = "TVM INT8 with and without the FP32 layers"
+        report["fallback"]["latency_ms"] = None  # no layer kept: the INT8 graph is unchanged
+        if fb.kept:
+            with stage("latency cost") as st:
+                report["fallback"]["latency_ms"] = latency_cost(prepared, fb.kept)
+                st.note = "TVM INT8 with and without the FP32 layers"
     pngs = {}
     if plots:
         with stage("plots") as st:
@@ -107,6 +109,11 @@ def _plots(module, fakes, batches, report):
         png = histogram_png(name, *hists[name], f.lo, f.hi, clipped[name])
         pngs[f"hist-{rank}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"] = png
     return pngs
+
+
+def _ranked(prepared):
+    """Whether the model's output ranks classes (K > 1): a single logit has no top-1."""
+    return frontend.num_classes(prepared.imported.mod) > 1
 
 
 def latency_cost(prepared, kept):

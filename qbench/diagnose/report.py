@@ -69,8 +69,8 @@ def summary(report):
     """Plain-text lines: what was measured, and the fallback's outcome."""
     lines = [
         f"{report['model']}: {report['int8_layers']} INT8 layers, {report['images']} "
-        f"calibration images ({report['calibration']['mode']}); all INT8: top-1 agreement "
-        f"{100 * report['top1_agreement']:.2f} %, logits SQNR {report['logits_sqnr_db']:.2f} dB; "
+        f"calibration images ({report['calibration']['mode']}); all INT8: "
+        f"{_agreement(report['top1_agreement'])}logits SQNR {report['logits_sqnr_db']:.2f} dB; "
         f"{report['wall_s']:.0f} s",
     ]
     fb = report.get("fallback")
@@ -83,13 +83,25 @@ def summary(report):
             f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
-        ms = fb["latency_ms"]
-        cost = 100 * (ms["with_fallback"] / ms["all_int8"] - 1)
-        lines.append(
-            f"TVM INT8 latency per batch: {ms['all_int8']:.2f} ms all INT8, "
-            f"{ms['with_fallback']:.2f} ms with the fallback ({cost:+.1f} %)"
-        )
+        lines.append(_latency_cost_line(fb["latency_ms"]))
     return lines
+
+
+def _agreement(fraction):
+    """``top-1 agreement 99.00 %, `` or nothing for a single-logit model (None)."""
+    return "" if fraction is None else f"top-1 agreement {100 * fraction:.2f} %, "
+
+
+def _latency_cost_line(ms):
+    """The fallback's latency cost in words; ``ms`` None: no layer was kept in FP32, so
+    nothing was timed (two identical builds would only show timing noise as a cost)."""
+    if ms is None:
+        return "TVM INT8 latency: unchanged (no layer kept in FP32, the INT8 graph is the same)"
+    cost = 100 * (ms["with_fallback"] / ms["all_int8"] - 1)
+    return (
+        f"TVM INT8 latency per batch: {ms['all_int8']:.2f} ms all INT8, "
+        f"{ms['with_fallback']:.2f} ms with the fallback ({cost:+.1f} %)"
+    )
 
 
 def render_markdown(report):
