@@ -87,10 +87,9 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         dict: ``comparable`` (bool), ``differences`` (the definition fields that differ,
         ``definition_differences``), ``reason`` (why not comparable, naming each differing
         field with both values, or None), ``notes`` (lines on the comparison as a whole,
-        ``_notes``), ``rows`` (one dict per
-        metric and runner: ``metric``, ``runner``, ``baseline``, ``new``, ``change``,
-        ``p_value``, ``verdict``; empty when not comparable), ``regression`` (bool: any
-        row's verdict is "regression").
+        ``_notes``), ``rows`` (one dict per metric and runner: ``metric``, ``runner``,
+        ``baseline``, ``new``, ``change``, ``p_value``, ``verdict``; empty when not
+        comparable), ``regression`` (bool: any row's verdict is "regression").
     """
     differences = definition_differences(report, baseline)
     if report.definition["digest"] != baseline.definition["digest"] or differences:
