@@ -53,6 +53,12 @@ def _runner(rng, median_ms, matches=None, correct=None):
     return entry
 
 
+def _speed(int8_over_fp32=0.625, noisy=False):
+    """A report's ``speed``: its paired TVM INT8 / TVM FP32 ratio (speed-up = 1 / it)."""
+    ratio = {"ratio": int8_over_fp32, "ci_low": 0.6, "ci_high": 0.65, "confidence": 0.95}
+    return {"ratios": {"tvm_int8/tvm_fp32": ratio}, "noisy": noisy, "noisy_reason": None}
+
+
 def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile"):
     """A schema-2 report: what compare, save and history read set here, the rest from the
     golden fixture."""
@@ -68,6 +74,7 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
         },
         "definition": _definition(calib_mode),
         "signoff": {"verdict": "PASS", "checks": []},
+        "speed": _speed(),
         "results": {
             "pytorch_fp32": _runner(rng, 12.0, correct=[1] * 30 + [0] * 10),
             "tvm_fp32": _runner(rng, 4.0, [1] * N_IMAGES, [1] * 30 + [0] * 10),
@@ -78,7 +85,7 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
 
 def _write(tmp_path, name, report):
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # a later compare may rewrite "new"
     (folder / "report.json").write_text(json.dumps(report))
     return folder
 
@@ -109,7 +116,8 @@ def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert {r["verdict"] for r in rows} == {"~", "-", "control"}
     out = capsys.readouterr().out
-    assert f"{_stored(tmp_path)} (the newest stored before this report, created " in out
+    chosen = "the newest stored before this report with its definition digest"
+    assert f"{_stored(tmp_path)} ({chosen} {report['definition']['digest'][:12]}, created " in out
     assert "itself" not in out
     assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
     assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
@@ -180,11 +188,18 @@ def test_twelve_images_lost_in_agreement_is_a_regression(tmp_path):
     assert _compare(tmp_path, worse) == 1
 
 
-def test_another_calibration_mode_is_not_comparable(tmp_path, capsys):
+def test_another_calibration_mode_is_not_comparable_naming_the_nested_field(tmp_path, capsys):
     _saved(tmp_path, _fixture())
-    assert _compare(tmp_path, _fixture(calib_mode="max")) == 4
+    changed = _fixture(calib_mode="max")
+    changed["definition"]["quant"]["symmetric"] = True  # a field the baseline lacks
+    assert _compare(tmp_path, changed, "--json", str(tmp_path / "c.json")) == 4
     out = capsys.readouterr().out
-    assert "not comparable" in out and "differs in: quant" in out
+    said = "quant.calib_mode: percentile -> max; quant.symmetric: (absent) -> true"
+    assert f"not comparable: the run's definition differs (baseline -> this run): {said}" in out
+    assert json.loads((tmp_path / "c.json").read_text())["differences"] == [
+        {"field": "quant.calib_mode", "baseline": "percentile", "new": "max"},
+        {"field": "quant.symmetric", "baseline": None, "new": True},
+    ]
 
 
 def test_no_baseline_for_the_machine_exits_4(tmp_path, capsys):

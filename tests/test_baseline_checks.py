@@ -1,7 +1,8 @@
-"""Baselines, compare and history on damaged input, other machines, stray files, FAIL runs
-and bad output paths: each is named with exit 2 or said in the output, never a traceback."""
+"""Baselines, compare and history on damaged input, other machines, stray files and FAIL
+runs: each is named with exit 2 or said in the output, never a traceback."""
 
 import json
+import re
 
 import pytest
 from test_baseline import LATER, _compare, _fixture, _saved, _stored, _write
@@ -35,6 +36,8 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
     "results.tvm_int8.metrics.sqnr_db": ("25 dB", "results.tvm_int8.metrics.sqnr_db: expected"),
     "definition.digest": (12, "definition.digest: expected a sha256"),
     "schema_version": (99, "schema_version 99 is not one this qbench reads; supported: 2"),
+    "speed.ratios.tvm_int8/tvm_fp32.ratio": (0, "speed.ratios.tvm_int8/tvm_fp32.ratio: expected"),
+    "speed.noisy": ("yes", "speed.noisy: expected true or false"),
 }
 
 
@@ -107,6 +110,58 @@ def test_the_newest_baseline_is_the_newest_stored_before_the_report(tmp_path, ca
     assert result["baseline"] is None and result["rows"] == []
 
 
+def test_the_newest_baseline_with_the_reports_digest_is_chosen(tmp_path, capsys):
+    """A newer stored run of another definition is skipped (said); with no stored run of
+    the report's digest, the newest is named "not comparable" with the differing field."""
+    _saved(tmp_path, _fixture(created="2026-11-30T09:00:00+00:00"), "b09")
+    _saved(tmp_path, _fixture(created="2026-11-30T10:00:00+00:00", calib_mode="max"), "b10")
+    assert _compare(tmp_path, _fixture()) == 0  # percentile, created 11:00 (LATER)
+    digest = _fixture()["definition"]["digest"][:12]
+    out = capsys.readouterr().out
+    assert f"-{digest}.json (the newest stored before this report with its definition " in out
+    assert "1 newer with another definition skipped, created 2026-11-30T09:00:00+00:00)" in out
+    entropy = _fixture(calib_mode="entropy")
+    assert _compare(tmp_path, entropy) == 4
+    out = capsys.readouterr().out
+    newest = _fixture(calib_mode="max")["definition"]["digest"][:12]
+    digest = entropy["definition"]["digest"][:12]
+    assert f"no run stored before this report has its definition digest {digest}" in out
+    assert f"the newest stored before it, digest {newest}, created 2026-11-30T10:00" in out
+    assert "quant.calib_mode: max -> entropy" in out
+
+
+def test_a_baseline_that_failed_its_signoff_is_noted(tmp_path, capsys):
+    failed = _fixture()
+    failed["signoff"]["verdict"] = "FAIL"
+    folder = _write(tmp_path, "base", failed)
+    store = str(tmp_path / "store")
+    assert main(["baseline", "save", str(folder), "--store", store, "--accept-fail"]) == 0
+    assert _compare(tmp_path, _fixture()) == 0
+    assert "note: the baseline FAILed its sign-off" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "new"), "--baseline", str(folder)]) == 0  # a report
+    assert "note: the baseline FAILed its sign-off" in capsys.readouterr().out
+
+
+def test_the_int8_speed_up_is_one_over_the_reports_paired_ratio(tmp_path, capsys):
+    """Speed-up = 1 / speed.ratios["tvm_int8/tvm_fp32"] (here 1 / 0.5 = 2 and 1 / 0.25 =
+    4), not the ratio of the medians (4.0 / 2.5 ms = 1.6); a report without speed: "-"."""
+    base = _fixture()
+    base["speed"]["ratios"]["tvm_int8/tvm_fp32"]["ratio"] = 0.5
+    _saved(tmp_path, base)
+    new = _fixture()
+    new["speed"]["ratios"]["tvm_int8/tvm_fp32"]["ratio"] = 0.25
+    assert _compare(tmp_path, new, "--json", str(tmp_path / "c.json")) == 0
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["metric"] == "INT8 speed-up over TVM FP32"]
+    assert (row["baseline"], row["new"]) == (2.0, 4.0)
+    del new["speed"]
+    assert _compare(tmp_path, new, "--json", str(tmp_path / "c.json")) == 0
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["metric"] == "INT8 speed-up over TVM FP32"]
+    assert (row["baseline"], row["new"]) == (2.0, None)
+    assert re.search(r"INT8 speed-up over TVM FP32\s+TVM INT8\s+2\s+-\s", capsys.readouterr().out)
+
+
 def _history(tmp_path, *extra):
     store = str(tmp_path / "store")
     return main(["history", "--model", "tiny", "--target", "llvm", "--store", store, *extra])
@@ -145,23 +200,6 @@ def test_save_refuses_a_fail_verdict_unless_accepted(tmp_path, capsys):
     assert "verdict is FAIL" in err and "--accept-fail" in err and not store.exists()
     assert main(["baseline", "save", str(folder), "--store", str(store), "--accept-fail"]) == 0
     assert json.loads(_stored(tmp_path).read_text())["accept_fail"] is True
-
-
-@pytest.mark.parametrize("flag", ["--json", "--png", "--store"])
-def test_an_unwritable_output_path_exits_2_naming_it(tmp_path, capsys, flag):
-    folder = _saved(tmp_path, _fixture())
-    bad = tmp_path / "a-folder"
-    bad.mkdir()
-    if flag == "--json":
-        code = _compare(tmp_path, _fixture(), "--json", str(bad))
-    elif flag == "--png":
-        code = _history(tmp_path, "--png", str(bad))
-    else:
-        bad = tmp_path / "a-file"
-        bad.write_text("")
-        code = main(["baseline", "save", str(folder), "--store", str(bad)])
-    assert code == 2
-    assert f"{flag} {bad}: cannot write there" in capsys.readouterr().err
 
 
 def test_history_names_the_valid_target_kinds(tmp_path, capsys):

@@ -17,6 +17,8 @@ Runs from different machines (CPU, architecture, threads: the store's machine ke
 ``--baseline`` can cross) keep their accuracy verdicts, but no latency row is judged.
 """
 
+import json
+
 import numpy as np
 from tabulate import tabulate
 
@@ -25,6 +27,7 @@ from . import stats
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
 CONTROL = "pytorch_fp32"
+SPEEDUP_RATIO = "tvm_int8/tvm_fp32"  # the report's ratio whose inverse is the speed-up
 RATIOS = (("tvm_int8", "tvm_fp32"), ("tvm_fp32", CONTROL), ("tvm_int8", CONTROL))
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
@@ -41,9 +44,37 @@ TITLES = {
 
 
 def definition_differences(report, baseline):
-    """Names of the definition fields whose values differ (``digest`` excluded), sorted."""
-    a, b = report.definition, baseline.definition
-    return sorted(k for k in set(a) | set(b) if k != "digest" and a.get(k) != b.get(k))
+    """The definition fields whose values differ (``digest`` excluded), nested dicts
+    followed down to their leaves: a list of ``{"field": dotted name (e.g.
+    "quant.calib_mode"), "baseline": its value there, "new": in ``report``}``, sorted by
+    field; a value absent on one side is None there."""
+    return _differences(
+        {k: v for k, v in baseline.definition.items() if k != "digest"},
+        {k: v for k, v in report.definition.items() if k != "digest"},
+    )
+
+
+def _differences(old, new, prefix=""):
+    found = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += _differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            found.append({"field": prefix + k, "baseline": a, "new": b})
+    return found
+
+
+def _said(difference):
+    """A definition difference in words: ``field: baseline value -> this run's``."""
+
+    def value(v):
+        if v is None:
+            return "(absent)"
+        return v if isinstance(v, str) else json.dumps(v)
+
+    old, new = value(difference["baseline"]), value(difference["new"])
+    return f"{difference['field']}: {old} -> {new}"
 
 
 def compare(report, baseline, factor=1.10, alpha=0.01):
@@ -53,30 +84,22 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         factor: latency ratio of medians beyond which a change may count, > 1.
         alpha: significance level of every test, in (0, 1).
     Returns:
-        dict: ``comparable`` (bool), ``differences`` (definition fields that differ),
-        ``reason`` (why not comparable, or None), ``notes`` (lines on the comparison as a
-        whole: another machine, the report compared with itself), ``rows`` (one dict per
-        metric and runner: ``metric``, ``runner``, ``baseline``, ``new``, ``change``,
-        ``p_value``, ``verdict``; empty when not comparable), ``regression`` (bool: any
-        row's verdict is "regression").
+        dict: ``comparable`` (bool), ``differences`` (the definition fields that differ,
+        ``definition_differences``), ``reason`` (why not comparable, naming each differing
+        field with both values, or None), ``notes`` (lines on the comparison as a whole,
+        ``_notes``), ``rows`` (one dict per metric and runner: ``metric``, ``runner``,
+        ``baseline``, ``new``, ``change``, ``p_value``, ``verdict``; empty when not
+        comparable), ``regression`` (bool: any row's verdict is "regression").
     """
     differences = definition_differences(report, baseline)
     if report.definition["digest"] != baseline.definition["digest"] or differences:
-        reason = f"the run's definition differs in: {', '.join(differences) or 'digest only'}"
+        said = "; ".join(map(_said, differences)) or "the digest only"
+        reason = f"the run's definition differs (baseline -> this run): {said}"
         return not_comparable(reason, differences)
     rows = _rows(report, baseline, factor, alpha)
-    notes = []
-    other, this = machine(baseline), machine(report)
-    if report.created == baseline.created and other == this:
-        notes.append(
-            "note: the baseline is this report itself (same created time and definition "
-            "digest): nothing can have changed"
-        )
-    if other != this:
-        notes.append(
-            f"note: the baseline ran on another machine ({other}; this run: {this}): "
-            "latency is not judged, accuracy is"
-        )
+    notes = _notes(report, baseline)
+    other = machine(baseline)
+    if other != machine(report):
         for row in rows:
             if row["metric"].startswith(LATENCY_METRICS):
                 row["verdict"] = f"not judged: another machine ({other})"
@@ -89,6 +112,29 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         "rows": rows,
         "regression": regression,
     }
+
+
+def _notes(report, baseline):
+    """Lines on the comparison as a whole: a baseline that FAILed its sign-off, the report
+    compared with itself, a baseline from another machine."""
+    notes = []
+    other, this = machine(baseline), machine(report)
+    if baseline.signoff.verdict != "PASS":
+        notes.append(
+            "note: the baseline FAILed its sign-off (a store keeps such a run only with "
+            "--accept-fail): no regression against it does not make this run a PASS"
+        )
+    if report.created == baseline.created and other == this:
+        notes.append(
+            "note: the baseline is this report itself (same created time and definition "
+            "digest): nothing can have changed"
+        )
+    if other != this:
+        notes.append(
+            f"note: the baseline ran on another machine ({other}; this run: {this}): "
+            "latency is not judged, accuracy is"
+        )
+    return notes
 
 
 def not_comparable(reason, differences=()):
@@ -233,13 +279,16 @@ def _shown_row(name, base, new, metric):
 
 
 def speedup(report):
-    """INT8 speed-up over TVM FP32: median TVM FP32 latency / median TVM INT8 latency."""
-    res = report.results
-    return res["tvm_fp32"].latency.median_ms / res["tvm_int8"].latency.median_ms
+    """INT8 speed-up over TVM FP32: 1 / the report's paired TVM INT8 / TVM FP32 latency
+    ratio (``report.speed.ratios["tvm_int8/tvm_fp32"]``, ``speed.speed``: from samples
+    timed in the same rounds, so load cancels), a factor (> 1: INT8 is faster); None for a
+    report without that ratio."""
+    ratio = report.speed.ratios.get(SPEEDUP_RATIO) if report.speed is not None else None
+    return None if ratio is None else 1 / ratio.ratio
 
 
 def _speedup_row(baseline, report):
-    speedups = round(speedup(baseline), 3), round(speedup(report), 3)
+    speedups = [None if s is None else round(s, 3) for s in (speedup(baseline), speedup(report))]
     return _row("INT8 speed-up over TVM FP32", "tvm_int8", *speedups)
 
 

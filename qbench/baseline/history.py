@@ -10,13 +10,17 @@ from tabulate import tabulate
 from ..atomic import write_bytes
 from ..errors import UserError
 from ..targets import KINDS
+from ..zoo import model_id
 from .comparison import speedup
 from .store import load_entry, runs, slug
 
 HEADS = [
     "created",
-    "qbench commit",
     "machine",
+    "definition",
+    "qbench commit",
+    "verdict",
+    "timing",
     "top-1 agreement",
     "top-1 accuracy drop (points)",
     "SQNR (dB)",
@@ -49,31 +53,36 @@ def parse_target(text):
 
 
 def history(store, model, target):
-    """The stored runs of ``model`` (its report name) on ``target`` (``--target`` text),
-    oldest first, one dict per run (see ``point``). Only the key folders of that model and
-    target kind are read (``store.runs``).
+    """The stored runs of ``model`` (``--model`` as given to ``qbench run``: a registry
+    name, ``FILE.py:FUNCTION`` or ``FILE.pt2``, named as reports name it, ``zoo.model_id``)
+    on ``target`` (``--target`` text), oldest first, one dict per run (see ``point``). Only
+    the key folders of that model and target kind are read (``store.runs``).
 
     Raises:
         UserError: ``target`` is not valid (``parse_target``); a stored file of the model is
             damaged (named; left unchanged).
     """
+    model = model_id(model)
     wanted = parse_target(target)
     kind = f"{slug(wanted['kind'])}-*" if "kind" in wanted else "*"
     points = []
     for path in runs(store, model=slug(model), target=kind):
-        report = load_entry(path)["report"]
+        entry = load_entry(path)
+        report = entry["report"]
         same_model = report.definition["model"] == model
         target_dict = report.environment["target"]
         if same_model and all(target_dict.get(k) == v for k, v in wanted.items()):
-            points.append(point(report, path.parts[-4]))
+            points.append(point(report, path.parts[-4], entry.get("accept_fail", False)))
     return sorted(points, key=lambda p: p["created"])
 
 
-def point(report, machine):
-    """One run's figures: created (ISO time), commit, machine, top-1 agreement (fraction),
-    accuracy drop (percentage points; None without labels), SQNR (dB), INT8 and FP32
-    medians (ms), speed-up (TVM FP32 / TVM INT8 medians); ``report`` is a
-    ``results.RunResult``."""
+def point(report, machine, accept_fail=False):
+    """One run's figures: created (ISO time), machine (the store's machine key), digest
+    (the definition digest's first 12 hex digits), commit, verdict (PASS or FAIL),
+    accept_fail (stored with ``--accept-fail``), noisy (the report's NOISY flag, None
+    without ``speed``), top-1 agreement (fraction), accuracy drop (percentage points; None
+    without labels), SQNR (dB), INT8 and FP32 medians (ms), speed-up (``comparison.speedup``,
+    a factor, or None); ``report`` is a ``results.RunResult``."""
     res = report.results
     int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
     drop = None
@@ -81,8 +90,12 @@ def point(report, machine):
         drop = 100 * (ref["top1_accuracy"] - int8["top1_accuracy"])
     return {
         "created": report.created,
-        "commit": report.environment.get("qbench_commit"),
         "machine": machine,
+        "digest": report.definition["digest"][:12],
+        "commit": report.environment.get("qbench_commit"),
+        "verdict": report.signoff.verdict,
+        "accept_fail": bool(accept_fail),
+        "noisy": None if report.speed is None else report.speed.noisy,
         "top1_agreement": int8.get("top1_agreement"),
         "accuracy_drop_points": drop,
         "sqnr_db": int8.get("sqnr_db"),
@@ -92,19 +105,29 @@ def point(report, machine):
     }
 
 
+def group(p):
+    """The comparable runs' group of a point: its machine and definition digest, in words
+    (runs of different groups are not comparable)."""
+    return f"definition {p['digest']} on {p['machine']}"
+
+
 def table(points):
-    """The runs as a tabulate table (``simple`` format)."""
+    """The runs as a tabulate table (``simple`` format): runs with the same machine and
+    definition columns are comparable; ``timing`` is NOISY, ok, or ``-`` (not recorded)."""
     rows = [
         [
             p["created"],
-            _short(p["commit"]),
             p["machine"],
+            p["digest"],
+            _short(p["commit"]),
+            p["verdict"] + (" (accept-fail)" if p["accept_fail"] else ""),
+            {None: "-", True: "NOISY", False: "ok"}[p["noisy"]],
             "-" if p["top1_agreement"] is None else f"{100 * p['top1_agreement']:.2f} %",
             _num(p["accuracy_drop_points"], ".2f"),
             _num(p["sqnr_db"], ".1f"),
             _num(p["int8_median_ms"], ".4g"),
             _num(p["fp32_median_ms"], ".4g"),
-            _num(p["speedup"], ".2f") + "x",
+            "-" if p["speedup"] is None else f"{p['speedup']:.2f}x",
         ]
         for p in points
     ]
@@ -133,27 +156,55 @@ def labels(points):
 
 
 def write_plot(points, path, title):
-    """Draw top-1 agreement (%) and the INT8 and FP32 medians (ms) against the run number
-    (runs labelled by date) into a PNG at ``path``, written atomically; returns ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """Draw ``figure`` into a PNG at ``path``, written atomically; returns ``path``."""
     import matplotlib.pyplot as plt
 
-    x = range(len(points))
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    agreement = [p["top1_agreement"] for p in points]  # None (one logit): a gap, not 0 %
-    top.plot(x, [math.nan if a is None else 100 * a for a in agreement], "o-")
-    top.set_ylabel("top-1 agreement (%)")
-    top.set_title(title)
-    for key, label in (("int8_median_ms", "TVM INT8"), ("fp32_median_ms", "TVM FP32")):
-        bottom.plot(x, [p[key] for p in points], "o-", label=label)
-    bottom.set_ylabel("median latency (ms)")
-    bottom.legend()
-    bottom.set_xticks(list(x), labels(points), rotation=30, ha="right")
-    fig.tight_layout()
+    fig = figure(points, title)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
     write_bytes(path, buffer.getvalue())
     return path
+
+
+def figure(points, title):
+    """A matplotlib figure of top-1 agreement (%), the INT8 speed-up over TVM FP32 (x) and
+    the INT8 and FP32 medians (ms) against the run number (runs labelled by date), one line
+    per group of comparable runs (``group``, its label); a missing value is a gap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
+    axes[0].set_title(title)
+    names = list(dict.fromkeys(map(group, points)))
+    for n, name in enumerate(names):
+        x = [i for i, p in enumerate(points) if group(p) == name]
+        ys = _series([points[i] for i in x])
+        color = f"C{n % 10}"
+        axes[0].plot(x, ys["agreement"], "o-", color=color, label=name)
+        axes[1].plot(x, ys["speedup"], "o-", color=color, label=name)
+        axes[2].plot(x, ys["int8"], "o-", color=color, label=f"TVM INT8, {name}")
+        axes[2].plot(x, ys["fp32"], "s--", color=color, label=f"TVM FP32, {name}")
+    units = ("top-1 agreement (%)", "INT8 speed-up (x)", "median (ms)")
+    for ax, unit in zip(axes, units, strict=True):
+        ax.set_ylabel(unit)
+        ax.legend(fontsize="small")
+    axes[2].set_xticks(range(len(points)), labels(points), rotation=30, ha="right")
+    fig.tight_layout()
+    return fig
+
+
+def _series(points):
+    """The plotted values of ``points``, NaN (a gap) where one is missing."""
+
+    def values(key, scale=1):
+        return [math.nan if p[key] is None else scale * p[key] for p in points]
+
+    return {
+        "agreement": values("top1_agreement", 100),  # None (one logit): a gap, not 0 %
+        "speedup": values("speedup"),
+        "int8": values("int8_median_ms"),
+        "fp32": values("fp32_median_ms"),
+    }

@@ -181,11 +181,30 @@ def runs(store, machine="*", model="*", target="*"):
     return sorted((p for p in found if NAME.fullmatch(p.name)), key=lambda p: (p.name, str(p)))
 
 
-def newest_before(store, report):
-    """The newest stored baseline file for ``report``'s machine, model and target (whatever
-    its definition digest) created before ``report`` (never the report itself nor a later
-    run), or None."""
+def choose(store, report):
+    """The stored baseline to compare ``report`` with, among its machine's, model's and
+    target's runs created before it (never the report itself nor a later run): the newest
+    with the report's definition digest; when none has it, the newest of any digest (the
+    comparison then says "not comparable" and names the fields that differ).
+
+    Returns:
+        (the file, a ``Path``, or None when no run is stored before the report;
+        why it was chosen, in words, or None).
+    """
     k = key(report)
     limit = stamp(report.created)
-    found = [p for p in runs(store, k["machine"], k["model"], k["target"]) if p.name < limit]
-    return found[-1] if found else None
+    before = [p for p in runs(store, k["machine"], k["model"], k["target"]) if p.name < limit]
+    if not before:
+        return None, None
+    short = k["digest"][:12]
+    same = [p for p in before if p.stem.endswith(f"-{short}")]
+    if not same:
+        return before[-1], (
+            f"no run stored before this report has its definition digest {short}; the newest "
+            f"stored before it, digest {before[-1].stem[-12:]}"
+        )
+    skipped = before[before.index(same[-1]) + 1 :]
+    why = f"the newest stored before this report with its definition digest {short}"
+    if skipped:
+        why += f"; {len(skipped)} newer with another definition skipped"
+    return same[-1], why

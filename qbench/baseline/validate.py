@@ -45,7 +45,8 @@ def check_report(report, path, what):
             and samples positive finite ms, with samples of equal length across runners
             (they pair by timing round); metrics a non-empty dict, fractions in [0, 1] with
             counts within their totals, SQNR, cosine and the largest difference numbers;
-            per-image 0/1 lists as long as their metric's total; the sign-off verdict
+            per-image 0/1 lists as long as their metric's total; the speed ratios (when
+            ``speed`` is there) positive numbers and NOISY a bool; the sign-off verdict
             PASS or FAIL.
     """
 
@@ -73,6 +74,8 @@ def check_report(report, path, what):
             "results.*.latency_samples_ms",
             f"one sample per timing round for every runner (equal lengths), got {lengths}",
         )
+    if report.get("speed") is not None:
+        _check_speed(report["speed"], fail)
     verdict = _get(report, ("signoff", "verdict"))
     if verdict not in VERDICTS:
         fail("signoff.verdict", f"one of {', '.join(VERDICTS)}, got {verdict!r}")
@@ -97,6 +100,18 @@ def _check_created(created, fail):
         dt.datetime.fromisoformat(created)
     except (TypeError, ValueError):
         fail("created", f"an ISO 8601 time, got {created!r}")
+
+
+def _check_speed(speed, fail):
+    ratios = speed.get("ratios") if isinstance(speed, dict) else None
+    if not isinstance(ratios, dict):
+        fail("speed.ratios", 'a dict of latency ratios ("tvm_int8/tvm_fp32": {ratio, ...})')
+    for name, ratio in ratios.items():
+        for key in ("ratio", "ci_low", "ci_high"):
+            if not _positive(_get(ratio, (key,))):
+                fail(f"speed.ratios.{name}.{key}", "a positive number")
+    if not isinstance(speed.get("noisy"), bool):
+        fail("speed.noisy", f"true or false, got {speed.get('noisy')!r}")
 
 
 def _check_runner(name, entry, fail):
