@@ -38,6 +38,10 @@ class ImageSet:
         synthetic: True for generated noise (results say nothing about accuracy).
         label_source: where the labels come from (a ``labels.csv`` path, the class folder
             names, a dataset column), for error messages.
+        drawn: True when the images were drawn for this run in an order already random
+            under the seed, and asking for more only appends (``synthetic``, ``hf:``): the
+            split then takes them in order, so that a holdout asked for beside a run
+            changes neither its calibration nor its evaluation images.
     """
 
     name: str
@@ -46,6 +50,7 @@ class ImageSet:
     keys: list = None
     synthetic: bool = False
     label_source: str = ""
+    drawn: bool = False
 
     def __len__(self):
         return len(self.loaders)
@@ -110,15 +115,19 @@ def split(images, calib_size, eval_size, seed=0):
             f"--data {images.name}: has {n} images; cannot take --calib-size {calib_size} "
             f"plus --eval-size {eval_size} disjoint images (valid: both >= 1, sum <= {n})"
         )
-    order = _order(n, seed)
+    order = _order(images, seed)
     return Split(
         tuple(order[:calib_size].tolist()),
         tuple(order[calib_size : calib_size + eval_size].tolist()),
     )
 
 
-def _order(n, seed):
-    return np.random.default_rng(seed).permutation(n)
+def _order(images, seed):
+    """The order ``split`` and ``holdout`` take images in: as drawn for a ``drawn`` source
+    (already random, and stable when more are drawn), else a permutation from ``seed``."""
+    if images.drawn:
+        return np.arange(len(images))
+    return np.random.default_rng(seed).permutation(len(images))
 
 
 def holdout(images, chosen, size, seed=0):
@@ -135,7 +144,7 @@ def holdout(images, chosen, size, seed=0):
             f"--holdout-size {size}: --data {images.name} has {n} images and calibration plus "
             f"evaluation take {used}; valid: 1..{n - used} (lower --eval-size to free more)"
         )
-    return tuple(_order(n, seed)[n - size :].tolist())
+    return tuple(_order(images, seed)[n - size :].tolist())
 
 
 def check_decodable(images, indices):
@@ -280,7 +289,7 @@ def _synthetic(n, seed):
     rng = np.random.default_rng(seed)
     arrays = [rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for _ in range(n)]
     loaders = [lambda a=a: Image.fromarray(a) for a in arrays]
-    return ImageSet("synthetic", loaders, None, list(range(n)), synthetic=True)
+    return ImageSet("synthetic", loaders, None, list(range(n)), synthetic=True, drawn=True)
 
 
 def _folder(root):

@@ -29,7 +29,8 @@ def open_hf(text, seed, needed):
     loaders = [lambda im=ex[image_col]: to_rgb(im) for ex in examples]
     labels = [int(ex[label_col]) for ex in examples] if label_col else None
     keys = [f"{seed}:{i}" for i in range(len(examples))]
-    return ImageSet(text, loaders, labels, keys, label_source=f"the dataset's column {label_col}")
+    source = f"the dataset's column {label_col}"
+    return ImageSet(text, loaders, labels, keys, label_source=source, drawn=True)
 
 
 def _open(name, split_name, text):

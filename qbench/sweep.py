@@ -105,15 +105,22 @@ def check_models(models):
     registered, a ``FILE.py:FUNCTION`` or ``FILE.pt2`` whose file is missing.
 
     Raises:
-        UserError: naming the model and the valid choices (close registry names).
+        UserError: naming the model and the valid choices (close registry names), or two
+            entries that are one model (one file reached by two paths).
     """
+    seen = {}
     for spec in models:
+        key = spec
         if spec.endswith(".pt2") or ".py:" in spec:
-            file = spec if spec.endswith(".pt2") else spec.rsplit(":", 1)[0]
+            file, _, func = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
             if not Path(file).is_file():
                 raise UserError(f"--models {spec}: file {file} not found")
+            key = f"{Path(file).resolve()}:{func}"
         else:
             zoo.get_spec(spec)
+        if key in seen:
+            raise UserError(f"--models: {seen[key]} and {spec} are the same model; name it once")
+        seen[key] = spec
 
 
 def check_targets(texts, threads):

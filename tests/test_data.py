@@ -44,10 +44,20 @@ def test_imagefolder_with_numeric_class_folders(tmp_path):
 
 
 def test_split_is_disjoint_and_deterministic():
-    images = data.open_source("synthetic", needed=30)
+    images = data.ImageSet("a folder", [None] * 30)  # a fixed pool: the seed permutes it
     a = data.split(images, 10, 15, seed=3)
     assert not set(a.calib) & set(a.eval) and len(a.calib) == 10 and len(a.eval) == 15
     assert a == data.split(images, 10, 15, seed=3) != data.split(images, 10, 15, seed=4)
+
+
+def test_a_drawn_source_is_split_in_the_order_drawn():
+    """Synthetic images are drawn at random under the seed already: the split takes them in
+    order, and another seed draws other images."""
+    images = data.open_source("synthetic", seed=3, needed=30)
+    a = data.split(images, 10, 15, seed=3)
+    assert a.calib == tuple(range(10)) and a.eval == tuple(range(10, 25))
+    other = data.open_source("synthetic", seed=4, needed=30)
+    assert images.content_digest(a.calib) != other.content_digest(a.calib)
 
 
 def test_split_too_large_is_a_user_error():

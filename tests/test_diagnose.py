@@ -188,6 +188,7 @@ def test_skip_file_that_cannot_be_read_exits_2(tmp_path, capsys):
 
 class _Images(list):
     name = "sample"
+    drawn = False
 
 
 def test_holdout_is_disjoint_from_calibration_and_evaluation():
@@ -197,6 +198,22 @@ def test_holdout_is_disjoint_from_calibration_and_evaluation():
     assert len(set(held)) == 20 and not set(held) & (set(chosen.calib) | set(chosen.eval))
     with pytest.raises(UserError, match=r"--holdout-size 21: .* valid: 1..20"):
         holdout(images, chosen, 21, seed=3)
+
+
+@pytest.mark.parametrize("source", ["synthetic"])
+def test_a_holdout_beside_a_drawn_source_changes_neither_calibration_nor_evaluation(source):
+    """Synthetic (and hf:) sources draw as many images as a run needs: with a holdout the
+    pool grows, and a permutation of the larger pool would move the run's own images. Taken
+    in the order drawn, the run with and without a holdout calibrates and evaluates on the
+    same pixels, and the holdout is disjoint from them."""
+    from qbench.data import open_source
+
+    plain = open_source(source, seed=0, needed=10)
+    grown = open_source(source, seed=0, needed=14)
+    a, b = split(plain, 4, 6, seed=0), split(grown, 4, 6, seed=0)
+    assert plain.content_digest(a.calib + a.eval) == grown.content_digest(b.calib + b.eval)
+    held = holdout(grown, b, 4, seed=0)
+    assert not set(held) & set(b.calib + b.eval) and len(set(held)) == 4
 
 
 def test_input_histograms_count_every_input_value_within_the_shown_span(bad):

@@ -87,6 +87,13 @@ def test_bad_grid_input_exits_2_before_any_cell(tmp_path, capsys, monkeypatch, g
     assert not list(tmp_path.glob("rep/*"))
 
 
+def test_same_model_file_by_two_paths_is_refused(tmp_path, capsys, models):
+    twice = f"{models}:build,{models.parent / '..' / models.parent.name / models.name}:build"
+    assert _sweep(tmp_path, "--models", twice, *TINY) == 2
+    assert "are the same model" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()
+
+
 def test_same_target_twice_in_two_spellings_is_refused(tmp_path, capsys):
     from helpers import LLVM
 
