@@ -1,5 +1,6 @@
 """Interleaved timing against synthetic runners on a fake clock: exact and fast."""
 
+import os
 import types
 
 import numpy as np
@@ -73,3 +74,16 @@ def test_each_round_starts_with_the_next_runner_and_warmup_is_untimed(machine):
     for i, called in enumerate(rounds):
         assert called == names[i % 3 :] + names[: i % 3]
     assert {name: len(s) for name, s in samples.items()} == dict.fromkeys(names, 4)
+
+
+def test_tvm_workers_stop_spinning_unless_the_environment_says_otherwise(monkeypatch):
+    """Spinning TVM workers take the cores from the runner timed next in a round."""
+    from qbench import build
+
+    monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")
+    build.set_threads(2)
+    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "0"
+    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "1000")
+    build.set_threads(2)
+    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "1000"
