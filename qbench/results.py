@@ -293,6 +293,14 @@ class RunResult:
         """The INT8 graph is fake-quantized FP32 (``--simulate``)."""
         return "SIMULATED" in self.precision.get("integer_ops", "")
 
+    @property
+    def int8_speedup(self):
+        """INT8 speed-up over TVM FP32: 1 / the paired TVM INT8 / TVM FP32 latency ratio
+        (``speed.speed``: samples timed in the same rounds, so load cancels), a factor
+        (> 1: INT8 is faster); None for a report without that ratio."""
+        ratio = self.speed.ratios.get("tvm_int8/tvm_fp32") if self.speed is not None else None
+        return None if ratio is None else 1 / ratio.ratio
+
     def to_json(self):
         """The ``report.json`` dict (``schema_version`` ``SCHEMA_VERSION``)."""
         d = {"schema_version": SCHEMA_VERSION, "created": self.created}

@@ -207,8 +207,7 @@ def _with_metrics(cell, report):
         cell.accuracy_drop_points = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
     cell.int8_median_ms = res["tvm_int8"].latency.median_ms
     cell.fp32_median_ms = res["tvm_fp32"].latency.median_ms
-    ratio = report.speed.ratios.get("tvm_int8/tvm_fp32") if report.speed else None
-    cell.int8_speedup = 1 / ratio.ratio if ratio else None
+    cell.int8_speedup = report.int8_speedup
     cell.calibration_cache_hit = report.calibration["cache_hit"]
     return cell
 

@@ -27,7 +27,6 @@ from . import stats
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
 CONTROL = "pytorch_fp32"
-SPEEDUP_RATIO = "tvm_int8/tvm_fp32"  # the report's ratio whose inverse is the speed-up
 RATIOS = (("tvm_int8", "tvm_fp32"), ("tvm_fp32", CONTROL), ("tvm_int8", CONTROL))
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
@@ -278,17 +277,9 @@ def _shown_row(name, base, new, metric):
     return _row(TITLES[metric], name, base.get(metric), new.get(metric))
 
 
-def speedup(report):
-    """INT8 speed-up over TVM FP32: 1 / the report's paired TVM INT8 / TVM FP32 latency
-    ratio (``report.speed.ratios["tvm_int8/tvm_fp32"]``, ``speed.speed``: from samples
-    timed in the same rounds, so load cancels), a factor (> 1: INT8 is faster); None for a
-    report without that ratio."""
-    ratio = report.speed.ratios.get(SPEEDUP_RATIO) if report.speed is not None else None
-    return None if ratio is None else 1 / ratio.ratio
-
-
 def _speedup_row(baseline, report):
-    speedups = [None if s is None else round(s, 3) for s in (speedup(baseline), speedup(report))]
+    speedups = [r.int8_speedup for r in (baseline, report)]
+    speedups = [None if s is None else round(s, 3) for s in speedups]
     return _row("INT8 speed-up over TVM FP32", "tvm_int8", *speedups)
 
 

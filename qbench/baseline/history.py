@@ -11,7 +11,6 @@ from ..atomic import write_bytes
 from ..errors import UserError
 from ..targets import KINDS
 from ..zoo import model_id
-from .comparison import speedup
 from .store import load_entry, runs, slug
 
 HEADS = [
@@ -81,7 +80,7 @@ def point(report, machine, accept_fail=False):
     (the definition digest's first 12 hex digits), commit, verdict (PASS or FAIL),
     accept_fail (stored with ``--accept-fail``), noisy (the report's NOISY flag, None
     without ``speed``), top-1 agreement (fraction), accuracy drop (percentage points; None
-    without labels), SQNR (dB), INT8 and FP32 medians (ms), speed-up (``comparison.speedup``,
+    without labels), SQNR (dB), INT8 and FP32 medians (ms), speed-up (``RunResult.int8_speedup``,
     a factor, or None); ``report`` is a ``results.RunResult``."""
     res = report.results
     int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
@@ -101,7 +100,7 @@ def point(report, machine, accept_fail=False):
         "sqnr_db": int8.get("sqnr_db"),
         "int8_median_ms": res["tvm_int8"].latency.median_ms,
         "fp32_median_ms": res["tvm_fp32"].latency.median_ms,
-        "speedup": speedup(report),
+        "speedup": report.int8_speedup,
     }
 
 
