@@ -300,6 +300,7 @@ def _add_quant_options(r):
     """Calibration, quantization, sign-off thresholds and output folders."""
     from .calibration import MODES
     from .quantize import QuantConfig
+    from .quantize.config import WEIGHT_ROUNDINGS
 
     r.add_argument(
         "--calib-mode",
@@ -316,11 +317,18 @@ def _add_quant_options(r):
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
     r.add_argument(
-        "--no-bias-correction",
-        dest="bias_correction",
-        action="store_false",
-        help="do not add to each INT8 layer's output the per-channel mean shift quantization "
-        "gives it on the calibration images (empirical bias correction, on by default)",
+        "--weight-rounding",
+        default=QuantConfig().weight_rounding,
+        choices=list(WEIGHT_ROUNDINGS),
+        help="int8 weight rounding: gptq (least output error on the calibration images, "
+        "GPTQ, Frantar et al. 2023) or nearest",
+    )
+    r.add_argument(
+        "--bias-correction",
+        action=argparse.BooleanOptionalAction,
+        default=QuantConfig().bias_correction,
+        help="add to each INT8 layer's output the per-channel mean shift quantization "
+        "gives it on the calibration images (empirical bias correction)",
     )
     _add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
@@ -458,6 +466,7 @@ def _options(args):
         skip_layers=_skip_list(args.skip_layers),
         skip_first=args.keep_first_fp32,
         simulate=args.simulate,
+        weight_rounding=args.weight_rounding,
         bias_correction=args.bias_correction,
     )
     from .tuning import default_root

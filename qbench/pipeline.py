@@ -19,12 +19,12 @@ from .progress import random_weights_warning, say, stage
 from .quantize import QuantConfig
 from .quantize.plan import check_skip_layers, fp32_reasons, make_plans
 from .quantize.rewrite import rewrite
+from .refine import refine
 from .results import Latency, RunnerResult
 from .runners import TorchRunner, TVMRunner, pad_batch
 from .signoff import Limits, signoff
 
 log = logging.getLogger(__name__)
-BIAS_IMAGES = 64  # calibration images bias correction measures on, in one batch
 
 
 @dataclass
@@ -62,7 +62,7 @@ class RunOptions:
     max_int8_latency_ms: float = Limits.max_int8_latency_ms
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
-    tuning_db: str = None
+    tuning_db: str = None  # None: ``tuning.default_root()``
     tune_trials: int = 0
     time_budget_min: float = None
     tune_graphs: tuple = ("fp32", "int8")
@@ -81,6 +81,8 @@ def prepare(opts):
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
+    if opts.tuning_db is None:  # the API's default is the CLI's
+        opts = replace(opts, tuning_db=str(tuning.default_root()))
     check_writable(opts.cache_dir, "--cache-dir")
     check_writable(opts.reports_dir, "--reports-dir")
     check_writable(opts.tuning_db, "--tuning-db")
@@ -148,16 +150,14 @@ def _warn_no_fast_path(p):
 
 
 def _int8_rewrite(p):
-    """Plan every layer with ``p.opts.quant``, bias-correct, rewrite the INT8 graph and
-    describe its kernels. Returns (a new ``Prepared`` with ``plans``, ``int8_mod``,
-    ``int8_kernels`` and ``calibration["bias_correction"]``, a note for the stage line)."""
+    """Plan every layer with ``p.opts.quant``, refine the plans (``refine``: GPTQ rounding,
+    bias correction), rewrite the INT8 graph and describe its kernels. Returns (a new
+    ``Prepared`` with ``plans``, ``int8_mod``, ``int8_kernels`` and ``calibration``'s
+    ``weight_rounding`` and ``bias_correction``, a note for the stage line)."""
     quant = p.opts.quant
-    plans = make_plans(p.layers, p.ranges, quant)
-    bias_correction = "off"
-    if quant.bias_correction:
-        plans, bias_correction = _bias_corrected(p, plans)
+    plans, refined = refine(p, make_plans(p.layers, p.ranges, quant))
     int8_mod = rewrite(p.imported.mod, plans, quant.simulate)
-    calibration = {**p.calibration, "bias_correction": bias_correction}
+    calibration = {**p.calibration, **refined}
     p = replace(p, plans=plans, int8_mod=int8_mod, calibration=calibration)
     p = replace(p, int8_kernels=_int8_kernels_info(p, quant.simulate))
     return p, f"{sum(plan.quantized for plan in plans)} of {len(p.layers)} layers in INT8"
@@ -182,35 +182,6 @@ def _diagnosed(p, attachments):
         with stage("INT8 rewrite with the fallback") as st:
             p, st.note = _int8_rewrite(p)
     return p
-
-
-def _bias_corrected(p, plans):
-    """(plans, status): ``plans`` with each INT8 layer's output shift measured on
-    ``bias_images`` in one batch (``quantize.bias``) and the report's ``bias_correction``
-    (``"on (N images)"``); ``plans`` unchanged, with a warning, when a layer has no PyTorch
-    module to measure it on."""
-    from .diagnose.fakequant import fake_layers
-    from .quantize.bias import bias_shifts, corrected
-
-    model = p.model
-    try:
-        fakes = fake_layers(model.module, p.layers, plans, p.opts.quant.per_channel)
-    except UserError as e:
-        say(f"WARNING: bias correction skipped: {e}")
-        return plans, "skipped (a layer has no PyTorch module)"
-    x = bias_images(p)
-    shifts = bias_shifts(model.module, fakes, x)
-    return corrected(plans, p.layers, shifts), f"on ({len(x)} images)"
-
-
-def bias_images(p):
-    """The first ``BIAS_IMAGES`` calibration images of a ``Prepared``, preprocessed, in one
-    float32 tensor (N, C, H, W): what bias correction measures on."""
-    import torch
-
-    indices = p.split.calib[:BIAS_IMAGES]
-    (x, _), *_ = data.batches(p.images, indices, p.model.preprocess, len(indices))
-    return torch.from_numpy(x)
 
 
 def _int8_kernels_info(p, simulate):

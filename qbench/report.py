@@ -302,7 +302,8 @@ def summary_lines(report):
         f"target: {env['target']}   threads: "
         f"{env['threads']}   batch: {report.config['batch_size']}",
         f"data: {d.source}{data_note}   calibration: {d.calib_size} images "
-        f"({cal['mode']}, cache {cache}, bias correction "
+        f"({cal['mode']}, cache {cache}, weight rounding "
+        f"{cal.get('weight_rounding', 'nearest')}, bias correction "
         f"{cal.get('bias_correction', 'off')})"
         f"   evaluation: {d.eval_size} images",
         f"precision: {report.precision['integer_ops']}; between layers "

@@ -35,7 +35,7 @@ def _inputs():
 def test_measured_shift_is_the_hand_derived_one_and_the_int8_graph_removes_it():
     model, x = _model(), _inputs()
     q = quantize_tiny(model, [x])
-    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    fakes = fake_layers(model, q.layers, q.plans)
     shifts = bias_shifts(model, fakes, torch.from_numpy(x))
     gain = 3 * (STEP - 0.004) * x[:, 1:].mean()  # mean over images, pixels, inputs 1..3
     np.testing.assert_allclose(shifts["0"], [-gain, gain], rtol=1e-4)
@@ -55,7 +55,7 @@ def test_every_quantized_layer_gets_a_shift_per_output_channel():
     model = nn.Sequential(nn.Conv2d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5))
     x = np.random.default_rng(1).standard_normal((4, 3, 6, 6)).astype(np.float32)
     q = quantize_tiny(model.eval(), [x])
-    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    fakes = fake_layers(model, q.layers, q.plans)
     shifts = bias_shifts(model, fakes, torch.from_numpy(x))
     assert {k: v.shape for k, v in shifts.items()} == {"0": (6,), "3": (5,)}
     plans = corrected(q.plans, q.layers, shifts)
@@ -77,7 +77,7 @@ def test_the_shift_of_a_conv_followed_by_batchnorm_is_in_the_folded_graph_units(
     model = nn.Sequential(model[0], bn).eval()
     x = _inputs()
     q = quantize_tiny(model, [x])
-    fakes = fake_layers(model, q.layers, q.plans, per_channel=True)
+    fakes = fake_layers(model, q.layers, q.plans)
     np.testing.assert_allclose(fakes[0].fold_scale, [0.01, -3.0], rtol=1e-5)
     shifts = bias_shifts(model, fakes, torch.from_numpy(x))
     gain = 3 * (STEP - 0.004) * x[:, 1:].mean()

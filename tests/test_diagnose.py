@@ -105,7 +105,7 @@ def bad():
     model = _bad_layer_model()
     x = torch.randn(16, 3, 12, 12, generator=torch.Generator().manual_seed(1))
     layers, plans = _plans(model, NAMES, x)
-    fakes = fake_layers(model, layers, plans, per_channel=True)
+    fakes = fake_layers(model, layers, plans)
     return model, fakes, [x[:8], x[8:]]
 
 
@@ -340,6 +340,24 @@ def test_a_functional_conv_stops_a_diagnosis_before_calibration(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2 and "is not an nn.Conv2d or nn.Linear" in err
     assert "calibration:" not in err and not (tmp_path / "r").exists()
+
+
+def test_a_functional_conv_runs_with_nearest_rounding_and_says_so(tmp_path, capsys):
+    """GPTQ rounds in PyTorch, layer by layer module: a run of a model with a functional
+    conv warns, keeps nearest rounding, and its report says so."""
+    path = tmp_path / "functional.py"
+    path.write_text(FUNCTIONAL_CONV)
+    common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
+    common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r"), "--repeat", "20"]
+    main(["run", *common, "--cache-dir", str(tmp_path / "c"), "--batch-size", "4"])
+    captured = capsys.readouterr()
+    assert "WARNING: GPTQ rounding and bias correction skipped" in captured.err + captured.out
+    report = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())
+    calibration = report["calibration"]
+    assert (
+        calibration["weight_rounding"] == "nearest (GPTQ skipped (a layer has no PyTorch module))"
+    )
+    assert calibration["bias_correction"] == "off"
 
 
 def test_a_single_logit_model_has_no_agreement_target_and_no_agreement(tmp_path, capsys):

@@ -72,7 +72,7 @@ BAD = [
     ("[default]\nmin_cosine = 0.9\n", ["'default'", "the top level", "valid: defaults, models"]),
     ("[defaults]\nmin_sqnr = 20\n", ["'min_sqnr'", "in defaults", "valid: min_top1_agreement"]),
     ("[defaults]\nmin_top1_agreement = 1.5\n", ["[defaults] min_top1_agreement = 1.5", "[0, 1]"]),
-    ("[defaults]\nmin_int8_speedup = 0\n", ["min_int8_speedup = 0", "> 0"]),
+    ("[defaults]\nmin_int8_speedup = -1\n", ["min_int8_speedup = -1", ">= 0"]),
     ("[defaults]\nmin_cosine = 'high'\n", ["min_cosine = 'high'", "must be a number"]),
     ("[defaults]\nmin_cosine = true\n", ["min_cosine = True", "must be a number"]),
     ("[defaults]\nmin_sqnr_db = nan\n", ["min_sqnr_db = nan", "finite"]),

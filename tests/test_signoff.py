@@ -286,6 +286,10 @@ def test_int8_wholly_slower_than_its_limit_fails_the_speed_check():
     check = _check(out, SPEEDUP)  # speed-up = 1 / ratio: 0.5, CI 1/2.5-1/1.6 = 0.4-0.625
     assert check.value == 0.5 and check.op == ">=" and check.limit == 1.0
     assert (check.ci_low, check.ci_high) == (0.4, 0.625) and check.unit == "speed-up"
+    accepted = signoff(
+        _timed(), Limits(min_int8_speedup=0), 1000, quantized_layers=3, speed=_speed(2.0, 1.6, 2.5)
+    )
+    assert accepted.verdict == "PASS"  # --min-int8-speedup 0 accepts a slower INT8 build
 
 
 def test_a_speed_up_below_the_limit_within_its_ci_passes():
@@ -351,7 +355,7 @@ def test_the_signoff_table_shows_the_speed_up_with_its_ci():
 @pytest.mark.parametrize(
     "flag, value, text",
     [
-        ("--min-int8-speedup", "0", "--min-int8-speedup 0.0: must be a finite number > 0"),
+        ("--min-int8-speedup", "-1", "--min-int8-speedup -1.0: must be a finite number >= 0"),
         ("--max-int8-latency-ms", "-5", "--max-int8-latency-ms -5.0: must be a finite number > 0"),
         ("--max-int8-latency-ms", "inf", "--max-int8-latency-ms inf: must be a finite number"),
     ],

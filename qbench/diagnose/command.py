@@ -7,10 +7,11 @@ from dataclasses import replace
 
 from .. import build, frontend, targets, timing
 from ..compare import latency_stats
-from ..pipeline import bias_images, full_batches, prepare
+from ..pipeline import full_batches, prepare
 from ..progress import stage
 from ..quantize.plan import make_plans
 from ..quantize.rewrite import rewrite
+from ..refine import calib_images
 from ..runners import TVMRunner
 from .analysis import as_rows, diagnose, fallback, to_batches
 from .fakequant import fake_layers
@@ -47,7 +48,7 @@ def diagnose_prepared(prepared, accuracy_target=None, plots=True):
     started = time.time()
     opts, model = prepared.opts, prepared.model
     module = model.module  # in eval mode: the frontend checked it
-    fakes = fake_layers(module, prepared.layers, prepared.plans, opts.quant.per_channel)
+    fakes = fake_layers(module, prepared.layers, prepared.plans)
     indices = prepared.split.calib
     with stage("diagnose") as st:
         batches = to_batches(prepared.images, indices, model.preprocess, opts.batch_size)
@@ -146,4 +147,4 @@ def _bias_x(prepared):
     """The images bias correction measured on, or None when the plans carry no shifts."""
     if not any(plan.bias_shift is not None for plan in prepared.plans):
         return None
-    return bias_images(prepared)
+    return calib_images(prepared)

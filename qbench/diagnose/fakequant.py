@@ -4,12 +4,11 @@ Each quantized layer of the plan (``quantize.plan.make_plans``) is the PyTorch m
 source name points to (``layer3.1.conv2``: an ``nn.Conv2d`` or ``nn.Linear``). Its input
 is quantized and dequantized with the layer's calibrated uint8 scale and zero point,
 ``(clamp(round(x / scale) + zero_point, 0, 255) - zero_point) * scale``, and its weight
-is replaced by the dequantized symmetric int8 weight, per output channel as in the INT8 graph
-(``quantize.params.quantize_weight``). With per-channel scales this is the INT8 graph's
-arithmetic exactly, up to float rounding: the Relax graph quantizes the BatchNorm-folded
-weight, and a per-channel scale scales with the folded channel factor, so the quantized
-folded weight is the folded quantized weight. With ``--per-tensor`` scales it is an
-approximation (the folded and unfolded weights have different ranges).
+is replaced by the plan's int8 weight, dequantized and brought back to the module's units:
+the Relax graph holds the BatchNorm-folded weight, g times the module's per output channel
+(``fold_scale``), so the module's weight is the graph's divided by g. This is the INT8
+graph's arithmetic, up to float rounding, whatever rounded the weight and whether its scales
+are per channel or per tensor.
 """
 
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..quantize.params import UINT8_MAX, quantize_weight
+from ..quantize.params import UINT8_MAX
 
 
 @dataclass
@@ -72,13 +71,12 @@ class FakeLayer:
         return out + (self.shift.view(1, -1, 1, 1) if out.dim() == 4 else self.shift)
 
 
-def fake_layers(module, layers, plans, per_channel):
+def fake_layers(module, layers, plans):
     """The ``FakeLayer`` of every quantized layer of ``plans``, in graph order.
 
     Args:
         module: the FP32 PyTorch model (``nn.Module``), in eval mode.
         layers, plans: ``graph.Layer`` and ``quantize.rewrite.LayerPlan`` lists (same order).
-        per_channel: the config's weight granularity.
 
     Raises:
         UserError: a quantized layer has no PyTorch module of its name (a functional conv or
@@ -89,14 +87,11 @@ def fake_layers(module, layers, plans, per_channel):
         if not plan.quantized:
             continue
         sub = _module(module, layer.name)
-        w = sub.weight.detach().numpy()
-        qw = quantize_weight(w, 0, per_channel)
-        scale = qw.scale.reshape((-1,) + (1,) * (w.ndim - 1))
+        fold = fold_scale(layer, sub.weight.detach().numpy())
         act = plan.act
         lo = (-0.5 - act.zero_point) * act.scale
         hi = (UINT8_MAX + 0.5 - act.zero_point) * act.scale
-        weight_q = torch.from_numpy(qw.q.astype(np.float32) * scale)
-        fold = fold_scale(layer, w)
+        weight_q = module_weight(layer, plan.weight.scale, plan.weight.q, fold)
         fake = FakeLayer(
             layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q, fold
         )
@@ -105,6 +100,27 @@ def fake_layers(module, layers, plans, per_channel):
             fake.shift = torch.from_numpy(own.astype(np.float32))
         out.append(fake)
     return out
+
+
+def module_weight(layer, scale, q, fold):
+    """The INT8 graph's dequantized weight in the PyTorch module's layout and units.
+
+    Args:
+        layer: the ``graph.Layer``.
+        scale: float (C_out,) or (1,): the int8 step of each output channel (graph units).
+        q: int8 weight in the graph's layout (conv2d (O, I, kH, kW), matmul (K, M)).
+        fold: float64 (C_out,), ``fold_scale``: graph weight per unit of module weight.
+
+    Returns:
+        float32 tensor, the module weight's shape ((O, I, kH, kW), or (M, K) for a Linear);
+        0 in channels whose ``fold`` is 0.
+    """
+    rows = np.moveaxis(np.asarray(q, np.float64), layer.channel_axis, 0)
+    per_row = np.broadcast_to(np.asarray(scale, np.float64), (len(rows),))
+    ratio = np.divide(per_row, fold, out=np.zeros_like(fold), where=fold != 0)
+    return torch.from_numpy(
+        (rows * ratio.reshape((-1,) + (1,) * (rows.ndim - 1))).astype(np.float32)
+    )
 
 
 def check_modules(module, layers, reasons):

@@ -51,7 +51,7 @@ class QuantizedWeight:
 
 
 def quantize_weight(w, channel_axis, per_channel):
-    """Quantize a float weight symmetrically to int8.
+    """Quantize a float weight symmetrically to int8, rounding to nearest.
 
     Args:
         w: float32 weight, conv2d (O, I, kH, kW) or matmul (K, M).
@@ -64,10 +64,20 @@ def quantize_weight(w, channel_axis, per_channel):
     scale = np.where(amax > 0, amax / INT8_MAX, 1.0).astype(np.float32)
     per_row = scale if per_channel else np.repeat(scale, flat.shape[0])
     q = np.clip(np.round(flat / per_row[:, None]), -INT8_MAX, INT8_MAX).astype(np.int8)
-    err = flat - q * per_row[:, None]
+    q_full = np.moveaxis(q.reshape(moved.shape), 0, channel_axis)
+    return with_integers(w, q_full, scale, channel_axis)
+
+
+def with_integers(w, q, scale, channel_axis):
+    """The ``QuantizedWeight`` of float weight ``w`` given its int8 values ``q`` (same shape,
+    in [-127, 127], rounded by any method) and ``scale`` (C_out,) or (1,)."""
+    flat = np.moveaxis(np.asarray(w, np.float32), channel_axis, 0)
+    flat = flat.reshape(flat.shape[0], -1)
+    q_flat = np.moveaxis(q, channel_axis, 0).reshape(flat.shape)
+    per_row = np.broadcast_to(scale, (flat.shape[0],))
+    err = flat - q_flat * per_row[:, None]
     signal, noise = (flat**2).sum(axis=1), (err**2).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         sqnr = np.where(noise > 0, 10 * np.log10(signal / noise), np.inf)
-    collapsed = np.flatnonzero((np.abs(flat).max(axis=1) > 0) & (np.abs(q).max(axis=1) == 0))
-    q_full = np.moveaxis(q.reshape(moved.shape), 0, channel_axis)
-    return QuantizedWeight(q_full, scale, collapsed.tolist(), sqnr)
+    lost = (np.abs(flat).max(axis=1) > 0) & (np.abs(q_flat).max(axis=1) == 0)
+    return QuantizedWeight(q.astype(np.int8), scale, np.flatnonzero(lost).tolist(), sqnr)

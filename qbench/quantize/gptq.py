@@ -1,0 +1,210 @@
+"""GPTQ weight rounding: int8 weights chosen for the least error of the layer's output.
+
+Rounding each weight to its nearest int8 step minimises the weight's error, not the output's.
+GPTQ (Frantar, Ashkboos, Hoefler and Alistarh, "GPTQ: Accurate Post-Training Quantization
+for Generative Pre-trained Transformers", ICLR 2023; after Optimal Brain Quantization,
+Frantar and Alistarh, NeurIPS 2022) rounds one input weight of every output channel at a
+time and moves the channel's weights not yet rounded to cancel, in the least-squares sense
+over the calibration inputs, the output error that rounding made. The inputs enter only
+through H = sum over input patches p of p p^T (one (d, d) matrix per conv group, d =
+I/groups * kH * kW), and the scales stay the nearest-rounding ones, so the result is on the
+same int8 grid. Inputs go in order of decreasing H diagonal ("act order"), and H gets 1 % of
+its mean diagonal added (dampening), both as in the paper's code.
+
+qbench runs it in one PyTorch pass over the calibration images: each layer is rounded when
+its conv is reached, on its input as the INT8 graph computes it (every earlier layer already
+INT8 and every input quantized), so each layer also absorbs what earlier layers did.
+"""
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from ..diagnose.fakequant import module_weight, quantized
+from ..errors import QBenchError
+from .params import INT8_MAX, with_integers
+from .plan import overflow_reason
+
+log = logging.getLogger(__name__)
+DAMP = 0.01  # fraction of the mean diagonal of H added to it
+CHUNK = 8  # images unfolded at a time into input patches
+
+
+def gptq_round(rows, scale, hessian, damp=DAMP):
+    """Round weight rows to int8 with GPTQ.
+
+    Args:
+        rows: float64 tensor (G, O, d): per conv group, O output channels of d weights.
+        scale: float64 tensor (G, O), > 0: each channel's int8 step.
+        hessian: float64 tensor (G, d, d): sum of p p^T over the group's input patches p.
+        damp: fraction of the mean diagonal added to the diagonal, >= 0.
+
+    Returns:
+        float64 tensor (G, O, d) of integers in [-127, 127].
+    """
+    g, o, d = rows.shape
+    h = hessian.clone()
+    diag = torch.diagonal(h, dim1=1, dim2=2)
+    dead = diag == 0  # inputs that were always 0: their weights round to nearest
+    diag += damp * diag.mean(dim=1, keepdim=True)
+    diag[dead] = 1.0
+    order = torch.argsort(diag, dim=1, descending=True, stable=True)
+    w = torch.gather(rows, 2, order[:, None, :].expand(g, o, d)).clone()
+    h = torch.gather(h, 1, order[:, :, None].expand(g, d, d))
+    h = torch.gather(h, 2, order[:, None, :].expand(g, d, d))
+    # the upper Cholesky factor of H^-1 holds every update's coefficients (the paper's Alg. 1)
+    u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
+    q = torch.empty_like(w)
+    for i in range(d):
+        q[:, :, i] = torch.clamp(torch.round(w[:, :, i] / scale), -INT8_MAX, INT8_MAX)
+        err = (w[:, :, i] - q[:, :, i] * scale) / u[:, i, i][:, None]
+        w[:, :, i + 1 :] -= err[:, :, None] * u[:, None, i, i + 1 :]
+    back = torch.argsort(order, dim=1)
+    return torch.gather(q, 2, back[:, None, :].expand(g, o, d))
+
+
+def conv_hessian(x, kernel, stride, padding, dilation, groups):
+    """H of a conv2d's input: per group, the sum of p p^T over every output position's patch.
+
+    Args:
+        x: the conv's input, float tensor (N, C, H, W), before its own padding.
+        kernel: (kH, kW); stride, dilation: (int, int) or int; padding: (int, int), int,
+            ``"valid"`` or ``"same"`` (as ``F.conv2d`` takes them); groups: int.
+
+    Returns:
+        float64 tensor (groups, d, d), d = C / groups * kH * kW, ordered as ``F.unfold``
+        orders a patch (channel, then kernel row, then kernel column), which is the order of
+        the weight (O, C / groups, kH, kW) flattened.
+    """
+    x, padding = _explicit(x, kernel, dilation, padding)
+    h = 0
+    for chunk in torch.split(x, CHUNK):
+        p = F.unfold(chunk, kernel, dilation=dilation, padding=padding, stride=stride)
+        n, dim, positions = p.shape
+        p = p.reshape(n, groups, dim // groups, positions).permute(1, 0, 3, 2)
+        p = p.reshape(groups, n * positions, dim // groups).double()
+        h = h + p.transpose(1, 2) @ p
+    return h
+
+
+def _explicit(x, kernel, dilation, padding):
+    """(x, padding as ints): ``"same"`` becomes zero padding of x (left gets the smaller half
+    when the total is odd, as ``F.conv2d`` pads), ``"valid"`` becomes 0."""
+    if not isinstance(padding, str):
+        return x, padding
+    if padding == "valid":
+        return x, 0
+    dil = (dilation, dilation) if isinstance(dilation, int) else dilation
+    total = [d * (k - 1) for d, k in zip(dil, kernel, strict=True)]
+    x = F.pad(x, (total[1] // 2, total[1] - total[1] // 2, total[0] // 2, total[0] - total[0] // 2))
+    return x, 0
+
+
+def linear_hessian(x):
+    """H of a linear layer's input x (..., K): float64 (1, K, K), the sum of x x^T over rows."""
+    p = x.reshape(-1, x.shape[-1]).double()
+    return (p.T @ p)[None]
+
+
+class _Rounder(TorchFunctionMode):
+    """Intercepts each fake layer's conv2d or linear call (recognised by its weight tensor),
+    rounds that layer's weight with GPTQ on the call's input, and lets the call go on with it."""
+
+    def __init__(self, fakes, layers, plans):
+        super().__init__()
+        self.todo = {id(f.weight_q): (f, layers[f.index], plans[f.index]) for f in fakes}
+        self.q = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (F.conv2d, F.linear) and len(args) > 1 and id(args[1]) in self.todo:
+            fake, layer, plan = self.todo.pop(id(args[1]))
+            h = _hessian(func, args, kwargs)
+            self.q[layer.name] = _rounded(layer, plan, h)
+            fake.weight_q.copy_(
+                module_weight(layer, plan.weight.scale, self.q[layer.name], fake.fold_scale)
+            )
+        return func(*args, **kwargs)
+
+
+def _hessian(func, args, kwargs):
+    """H of the input of an intercepted ``F.conv2d`` or ``F.linear`` call."""
+    if func is F.linear:
+        return linear_hessian(args[0])
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    call = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+    call |= dict(zip(names, args, strict=False)) | kwargs
+    padding = call["padding"]
+    return conv_hessian(
+        call["input"],
+        tuple(call["weight"].shape[2:]),
+        _pair(call["stride"]),
+        padding if isinstance(padding, str) else _pair(padding),
+        _pair(call["dilation"]),
+        call["groups"],
+    )
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _rounded(layer, plan, h):
+    """The layer's GPTQ int8 weight in the graph's layout (conv2d (O, I, kH, kW), matmul
+    (K, M)), from its float graph weight, the plan's scales and H (G, d, d)."""
+    w = np.moveaxis(np.asarray(layer.weight, np.float64), layer.channel_axis, 0)
+    groups = h.shape[0]
+    rows = torch.from_numpy(w.reshape(groups, len(w) // groups, -1).copy())
+    scale = np.broadcast_to(np.asarray(plan.weight.scale, np.float64), (len(w),))
+    scale = torch.from_numpy(scale.reshape(groups, -1).copy())
+    q = gptq_round(rows, scale, h).numpy().reshape(w.shape)
+    return np.moveaxis(q, 0, layer.channel_axis).astype(np.int8)
+
+
+def gptq_weights(model, fakes, layers, plans, x):
+    """Round every quantized layer's weight with GPTQ, in one pass of ``x`` through the model
+    with every layer of ``fakes`` quantized; each ``FakeLayer``'s ``weight_q`` is updated.
+
+    Args:
+        model: the FP32 PyTorch model (eval mode).
+        fakes: its ``diagnose.fakequant.FakeLayer`` list (graph order), built from ``plans``.
+        layers, plans: ``graph.Layer`` and ``quantize.rewrite.LayerPlan`` lists.
+        x: calibration images, float32 tensor (N, C, H, W), all in one batch.
+
+    Returns:
+        ``plans`` with each rounded layer's ``weight`` replaced; a layer whose GPTQ weight
+        could overflow the int32 accumulator (``plan.overflow_reason``) keeps its
+        nearest-rounded weight, with a warning.
+
+    Raises:
+        QBenchError: a quantized layer's conv2d/linear was never called with its weight
+            (its module computes with a tensor made from it, as weight normalisation does).
+    """
+    rounder = _Rounder(fakes, layers, plans)
+    with torch.no_grad(), quantized(model, fakes, {f.index for f in fakes}) as (run, _):
+        with rounder:
+            run(x)
+    if rounder.todo:
+        missed = ", ".join(layer.name for _, layer, _ in rounder.todo.values())
+        raise QBenchError(
+            f"GPTQ: a layer's conv2d/linear was never called with its weight: {missed}"
+        )
+    return [
+        _with_q(layer, plan, rounder.q.get(layer.name))
+        for layer, plan in zip(layers, plans, strict=True)
+    ]
+
+
+def _with_q(layer, plan, q):
+    if q is None:
+        return plan
+    reason = overflow_reason(q, layer.channel_axis)
+    if reason:
+        log.warning("layer %s: nearest rounding kept, GPTQ's %s", layer.name, reason)
+        return plan
+    weight = with_integers(layer.weight, q, plan.weight.scale, layer.channel_axis)
+    return replace(plan, weight=weight)

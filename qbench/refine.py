@@ -1,0 +1,63 @@
+"""Refining the nearest-rounded INT8 plans on calibration images: GPTQ weight rounding
+(``quantize.gptq``), then empirical bias correction (``quantize.bias``), each as the
+``QuantConfig`` asks. Both run the PyTorch model with fake-quantized layers
+(``diagnose.fakequant``), so a model without a module per layer keeps its plans, with a
+warning."""
+
+from . import data
+from .errors import QBenchError, UserError
+from .progress import say
+
+CALIB_IMAGES = 64  # calibration images the refinements measure on, in one batch
+
+
+def refine(p, plans):
+    """(plans, info): ``plans`` refined as ``p.opts.quant`` asks, and the report's
+    ``{"weight_rounding": ..., "bias_correction": ...}`` (``"gptq (32 images)"``,
+    ``"on (32 images)"``, ``"nearest"``, ``"off"``, or why a step was skipped).
+
+    Args:
+        p: the ``prepared.Prepared`` run (model, layers, images, calibration split).
+        plans: ``quantize.rewrite.LayerPlan`` list from ``quantize.plan.make_plans``.
+    """
+    from .diagnose.fakequant import fake_layers
+    from .quantize.bias import bias_shifts, corrected
+    from .quantize.gptq import gptq_weights
+
+    quant, module, layers = p.opts.quant, p.model.module, p.layers
+    info = {"weight_rounding": quant.weight_rounding, "bias_correction": "off"}
+    if quant.weight_rounding == "nearest" and not quant.bias_correction:
+        return plans, info
+    try:
+        fakes = fake_layers(module, layers, plans)
+    except UserError as e:
+        say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")
+        skipped = "skipped (a layer has no PyTorch module)"
+        if quant.weight_rounding == "gptq":
+            info["weight_rounding"] = f"nearest (GPTQ {skipped})"
+        if quant.bias_correction:
+            info["bias_correction"] = skipped
+        return plans, info
+    x = calib_images(p)
+    if quant.weight_rounding == "gptq":
+        try:
+            plans = gptq_weights(module, fakes, layers, plans, x)
+            info["weight_rounding"] = f"gptq ({len(x)} images)"
+        except QBenchError as e:
+            say(f"WARNING: GPTQ rounding failed, nearest rounding kept: {e}")
+            info["weight_rounding"] = "nearest (GPTQ failed: see the warning)"
+        fakes = fake_layers(module, layers, plans)
+    if quant.bias_correction:
+        plans = corrected(plans, layers, bias_shifts(module, fakes, x))
+        info["bias_correction"] = f"on ({len(x)} images)"
+    return plans, info
+
+
+def calib_images(p):
+    """The first ``CALIB_IMAGES`` calibration images of a ``Prepared``, preprocessed, in one
+    float32 tensor (N, C, H, W): what the refinements measure on."""
+    import torch
+
+    indices = p.split.calib[:CALIB_IMAGES]
+    (x, _), *_ = data.batches(p.images, indices, p.model.preprocess, len(indices))
+    return torch.from_numpy(x)

@@ -1,0 +1,175 @@
+"""GPTQ weight rounding (qbench.quantize.gptq): hand-derived cases, output error against
+nearest rounding recomputed in numpy, the input H against a numpy im2col, and the INT8 graph
+built from GPTQ plans."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import quantize_tiny, torch_out
+from torch import nn
+
+from qbench.diagnose.fakequant import fake_layers, quantized
+from qbench.errors import QBenchError
+from qbench.quantize.gptq import conv_hessian, gptq_round, gptq_weights, linear_hessian
+from qbench.quantize.rewrite import rewrite
+
+
+def _round(w, scale, h, damp=0.0):
+    rows = torch.tensor(w, dtype=torch.float64)[None]
+    s = torch.tensor(scale, dtype=torch.float64)[None]
+    return gptq_round(rows, s, torch.tensor(h, dtype=torch.float64)[None], damp)[0].numpy()
+
+
+def test_two_correlated_inputs_hand_derived():
+    """Weights (0.4, 0.4) on step 1, inputs with correlation 0.9: rounding w0 to 0 leaves an
+    error of 0.4 that OBQ moves onto w1 as 0.4 * 0.9 = 0.36, so w1 = 0.76 rounds to 1.
+    On the input (1, 1) the output is 0.8: nearest gives 0 (error 0.8), GPTQ 1 (error 0.2)."""
+    q = _round([[0.4, 0.4]], [1.0], [[1.0, 0.9], [0.9, 1.0]])
+    assert q.tolist() == [[0.0, 1.0]]
+
+
+def test_one_input_is_nearest_rounding_with_clamp():
+    q = _round([[0.26, -1.74, 300.0]], [0.5], np.diag([1.0, 4.0, 2.0]))
+    assert q.tolist() == [[1.0, -3.0, 127.0]]  # uncorrelated inputs: nothing to move
+
+
+def _nearest(w, scale):
+    return np.clip(np.round(w / scale[:, None]), -127, 127)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_output_error_on_correlated_inputs_is_below_nearest_rounding(seed):
+    """Output error sum ((W - s q) x)^2 over the inputs, recomputed in numpy: GPTQ's is at
+    most half of nearest rounding's on smooth (strongly correlated) inputs."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((400, 1))
+    x = base + 0.1 * rng.standard_normal((400, 12))  # 12 inputs, correlation about 0.99
+    w = rng.standard_normal((6, 12))
+    scale = np.abs(w).max(axis=1) / 127
+    h = x.T @ x
+    q = _round(w, scale, h, damp=0.01)
+
+    def error(q):
+        return (((w - scale[:, None] * q) @ x.T) ** 2).sum()
+
+    assert np.abs(q).max() <= 127 and np.array_equal(q, np.round(q))
+    assert error(q) < 0.5 * error(_nearest(w, scale))
+
+
+def _im2col_h(x, k, stride, pad, dilation, groups):
+    """sum p p^T per group over the patches of x (N, C, H, W), by explicit loops."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[1]), (pad[2], pad[3])))
+    n, c, hh, ww = x.shape
+    span = [dilation * (kk - 1) + 1 for kk in k]
+    cg = c // groups
+    out = np.zeros((groups, cg * k[0] * k[1], cg * k[0] * k[1]))
+    for i in range(0, hh - span[0] + 1, stride):
+        for j in range(0, ww - span[1] + 1, stride):
+            patch = x[:, :, i : i + span[0] : dilation, j : j + span[1] : dilation]
+            for g in range(groups):
+                p = patch[:, g * cg : (g + 1) * cg].reshape(n, -1)
+                out[g] += p.T @ p
+    return out
+
+
+@pytest.mark.parametrize(
+    "k,stride,padding,dilation,groups,explicit",
+    [
+        ((3, 3), 1, 1, 1, 1, (1, 1, 1, 1)),
+        ((3, 3), 2, 0, 1, 4, (0, 0, 0, 0)),  # depthwise, stride 2
+        ((2, 2), 1, "same", 1, 2, (0, 1, 0, 1)),  # odd total: the extra cell on the right
+        ((3, 3), 1, "same", 2, 1, (2, 2, 2, 2)),
+        ((1, 3), 1, "valid", 1, 1, (0, 0, 0, 0)),
+    ],
+)
+def test_conv_hessian_matches_im2col(k, stride, padding, dilation, groups, explicit):
+    x = np.random.default_rng(0).standard_normal((3, 4, 7, 6))
+    h = conv_hessian(
+        torch.from_numpy(x).float(), k, (stride,) * 2, padding, (dilation,) * 2, groups
+    )
+    expected = _im2col_h(x.astype(np.float32), k, stride, explicit, dilation, groups)
+    np.testing.assert_allclose(h.numpy(), expected, rtol=1e-5, atol=1e-4)
+    # the patches F.conv2d multiplies: for one output channel per group, the energy of its
+    # output is w^T H w
+    w = torch.randn(
+        groups, 4 // groups, *k, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+    )
+    y = F.conv2d(torch.from_numpy(x), w, None, stride, padding, dilation, groups)
+    energy = (y**2).sum(dim=(0, 2, 3)).numpy()
+    flat = w.reshape(groups, -1).numpy()
+    np.testing.assert_allclose(energy, np.einsum("gi,gij,gj->g", flat, h.numpy(), flat), rtol=1e-4)
+
+
+def test_linear_hessian_sums_over_every_row():
+    x = np.random.default_rng(0).standard_normal((2, 3, 5))
+    h = linear_hessian(torch.from_numpy(x))
+    flat = x.reshape(-1, 5)
+    np.testing.assert_allclose(h[0].numpy(), flat.T @ flat)
+
+
+class _PadInForward(nn.Conv2d):
+    """A conv that pads inside its forward, as efficientnet's "same" convs do."""
+
+    def forward(self, x):
+        return super().forward(F.pad(x, (1, 1, 1, 1)))
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        _PadInForward(3, 8, 3),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, groups=8),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(8 * 6 * 6, 4),
+    ).eval()
+
+
+def _smooth_images(n, seed):
+    """Images whose neighbouring pixels are strongly correlated (upsampled noise)."""
+    rng = np.random.default_rng(seed)
+    coarse = torch.from_numpy(rng.standard_normal((n, 3, 3, 3)).astype(np.float32))
+    return F.interpolate(coarse, size=(6, 6), mode="bilinear").numpy()
+
+
+def _sqnr(ref, out):
+    return 10 * np.log10((ref**2).sum() / ((ref - out) ** 2).sum())
+
+
+def test_int8_graph_with_gptq_weights_beats_nearest_and_matches_fake_quantization():
+    model, calib = _model(), _smooth_images(32, 0)
+    q = quantize_tiny(model, [calib[:16], calib[16:]])  # a graph of batch 16
+    fakes = fake_layers(model, q.layers, q.plans)
+    plans = gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
+    assert all(
+        not np.array_equal(a.weight.q, b.weight.q) for a, b in zip(plans, q.plans, strict=True)
+    )
+    x = _smooth_images(16, 1)  # unseen images
+    ref = torch_out(model, x)
+    nearest = q.run("int8", x)
+    q.int8_mod = rewrite(q.fp32_mod, plans)
+    rounded = q.run("int8", x)
+    assert _sqnr(ref, rounded) > _sqnr(ref, nearest) + 1.0
+    fakes = fake_layers(model, q.layers, plans)  # diagnosis sees the graph's weights
+    with torch.no_grad(), quantized(model, fakes, {f.index for f in fakes}) as (run, _):
+        simulated = run(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(simulated, rounded, atol=1e-3 * np.abs(ref).max())
+
+
+class _ScaledWeight(nn.Linear):
+    """A Linear that computes with a new tensor made from its weight (as weight norm does)."""
+
+    def forward(self, x):
+        return F.linear(x, self.weight * 1.0, self.bias)
+
+
+def test_a_layer_never_called_with_its_weight_is_an_error():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), _ScaledWeight(3 * 6 * 6, 4)).eval()
+    calib = _smooth_images(8, 0)
+    q = quantize_tiny(model, [calib])
+    fakes = fake_layers(model, q.layers, q.plans)
+    with pytest.raises(QBenchError, match="GPTQ: .*never called with its weight: 1"):
+        gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
