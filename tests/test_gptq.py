@@ -73,6 +73,7 @@ def _im2col_h(x, k, stride, pad, dilation, groups):
     return out
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 @pytest.mark.parametrize(
     "k,stride,padding,dilation,groups,explicit",
     [

@@ -156,7 +156,9 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None):
         target: the top-1 agreement to reach.
         bias_x: the images bias correction measures on (``quantize.bias``), or None when it
             is off; with them, every step re-measures the shifts of its INT8 layers, as the
-            build with those layers in FP32 will.
+            build with those layers in FP32 will. GPTQ weights are not rounded again at each
+            step: the build with the chosen layers in FP32 rounds its own, so its agreement
+            can differ from the last step's by near-tie images.
 
     Returns:
         ``Fallback``.
