@@ -32,39 +32,66 @@ from .plan import overflow_reason
 log = logging.getLogger(__name__)
 DAMP = 0.01  # fraction of the mean diagonal of H added to it
 CHUNK = 8  # images unfolded at a time into input patches
+BLOCK = 128  # columns rounded between two updates of the rest
 
 
 def gptq_round(rows, scale, hessian, damp=DAMP):
     """Round weight rows to int8 with GPTQ.
 
     Args:
-        rows: float64 tensor (G, O, d): per conv group, O output channels of d weights.
-        scale: float64 tensor (G, O), > 0: each channel's int8 step.
-        hessian: float64 tensor (G, d, d): sum of p p^T over the group's input patches p.
+        rows: float tensor (G, O, d): per conv group, O output channels of d weights.
+        scale: float tensor (G, O), > 0: each channel's int8 step.
+        hessian: float tensor (G, d, d): sum of p p^T over the group's input patches p.
         damp: fraction of the mean diagonal added to the diagonal, >= 0.
 
     Returns:
-        float64 tensor (G, O, d) of integers in [-127, 127].
+        float32 tensor (G, O, d) of integers in [-127, 127].
     """
     g, o, d = rows.shape
-    h = hessian.clone()
+    h = hessian.double().clone()
     diag = torch.diagonal(h, dim1=1, dim2=2)
     dead = diag == 0  # inputs that were always 0: their weights round to nearest
     diag += damp * diag.mean(dim=1, keepdim=True)
     diag[dead] = 1.0
     order = torch.argsort(diag, dim=1, descending=True, stable=True)
-    w = torch.gather(rows, 2, order[:, None, :].expand(g, o, d)).clone()
+    w = torch.gather(rows.float(), 2, order[:, None, :].expand(g, o, d)).clone()
     h = torch.gather(h, 1, order[:, :, None].expand(g, d, d))
     h = torch.gather(h, 2, order[:, None, :].expand(g, d, d))
-    # the upper Cholesky factor of H^-1 holds every update's coefficients (the paper's Alg. 1)
-    u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
-    q = torch.empty_like(w)
-    for i in range(d):
-        q[:, :, i] = torch.clamp(torch.round(w[:, :, i] / scale), -INT8_MAX, INT8_MAX)
-        err = (w[:, :, i] - q[:, :, i] * scale) / u[:, i, i][:, None]
-        w[:, :, i + 1 :] -= err[:, :, None] * u[:, None, i, i + 1 :]
+    q = _rounded_blocks(w, scale.float(), _inverse_factor(h))
     back = torch.argsort(order, dim=1)
     return torch.gather(q, 2, back[:, None, :].expand(g, o, d))
+
+
+def _inverse_factor(h):
+    """The upper Cholesky factor U of H^-1 (H^-1 = U^T U), whose rows hold every update's
+    coefficients (the paper's Algorithm 1), float32 (G, d, d). With J the order reversal and
+    J H J = M M^T, U = J M^-1 J: one factorisation and one triangular inverse. float32, as
+    the paper's code, and float64 where float32 finds H not positive definite."""
+    flip = torch.arange(h.shape[-1] - 1, -1, -1)
+    for dtype in (torch.float32, torch.float64):
+        m, info = torch.linalg.cholesky_ex(h[:, flip][:, :, flip].to(dtype))
+        if not info.any():
+            break
+    eye = torch.eye(h.shape[-1], dtype=m.dtype).expand_as(m)
+    inv = torch.linalg.solve_triangular(m, eye, upper=False)
+    return inv[:, flip][:, :, flip].float()
+
+
+def _rounded_blocks(w, scale, u):
+    """GPTQ's loop over the columns of ``w`` (G, O, d), in blocks of ``BLOCK`` whose errors
+    reach the later columns in one matrix product (the paper's lazy batch updates)."""
+    q = torch.empty_like(w)
+    for start in range(0, w.shape[2], BLOCK):
+        end = min(start + BLOCK, w.shape[2])
+        block, err = w[:, :, start:end].clone(), torch.empty_like(w[:, :, start:end])
+        ub = u[:, start:end, start:end]
+        for i in range(end - start):
+            col = block[:, :, i]
+            q[:, :, start + i] = torch.clamp(torch.round(col / scale), -INT8_MAX, INT8_MAX)
+            err[:, :, i] = (col - q[:, :, start + i] * scale) / ub[:, i, i][:, None]
+            block[:, :, i + 1 :] -= err[:, :, i, None] * ub[:, None, i, i + 1 :]
+        w[:, :, end:] -= err @ u[:, start:end, end:]
+    return q
 
 
 def conv_hessian(x, kernel, stride, padding, dilation, groups):
@@ -76,7 +103,8 @@ def conv_hessian(x, kernel, stride, padding, dilation, groups):
             ``"valid"`` or ``"same"`` (as ``F.conv2d`` takes them); groups: int.
 
     Returns:
-        float64 tensor (groups, d, d), d = C / groups * kH * kW, ordered as ``F.unfold``
+        float64 tensor (groups, d, d) (each chunk of images summed in float32), d = C / groups
+        * kH * kW, ordered as ``F.unfold``
         orders a patch (channel, then kernel row, then kernel column), which is the order of
         the weight (O, C / groups, kH, kW) flattened.
     """
@@ -86,8 +114,8 @@ def conv_hessian(x, kernel, stride, padding, dilation, groups):
         p = F.unfold(chunk, kernel, dilation=dilation, padding=padding, stride=stride)
         n, dim, positions = p.shape
         p = p.reshape(n, groups, dim // groups, positions).permute(1, 0, 3, 2)
-        p = p.reshape(groups, n * positions, dim // groups).double()
-        h = h + p.transpose(1, 2) @ p
+        p = p.reshape(groups, n * positions, dim // groups).float()
+        h = h + (p.transpose(1, 2) @ p).double()
     return h
 
 
@@ -105,9 +133,10 @@ def _explicit(x, kernel, dilation, padding):
 
 
 def linear_hessian(x):
-    """H of a linear layer's input x (..., K): float64 (1, K, K), the sum of x x^T over rows."""
-    p = x.reshape(-1, x.shape[-1]).double()
-    return (p.T @ p)[None]
+    """H of a linear layer's input x (..., K): float64 (1, K, K), the sum of x x^T over rows
+    (accumulated in float32 per call, as the paper's code does)."""
+    p = x.reshape(-1, x.shape[-1]).float()
+    return (p.T @ p).double()[None]
 
 
 class _Rounder(TorchFunctionMode):
@@ -158,9 +187,9 @@ def _rounded(layer, plan, h):
     (K, M)), from its float graph weight, the plan's scales and H (G, d, d)."""
     w = np.moveaxis(np.asarray(layer.weight, np.float64), layer.channel_axis, 0)
     groups = h.shape[0]
-    rows = torch.from_numpy(w.reshape(groups, len(w) // groups, -1).copy())
+    rows = torch.from_numpy(w.reshape(groups, len(w) // groups, -1).astype(np.float32))
     scale = np.broadcast_to(np.asarray(plan.weight.scale, np.float64), (len(w),))
-    scale = torch.from_numpy(scale.reshape(groups, -1).copy())
+    scale = torch.from_numpy(scale.reshape(groups, -1).astype(np.float32))
     q = gptq_round(rows, scale, h).numpy().reshape(w.shape)
     return np.moveaxis(q, 0, layer.channel_axis).astype(np.int8)
 
