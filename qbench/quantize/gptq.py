@@ -50,8 +50,10 @@ def gptq_round(rows, scale, hessian, damp=DAMP):
     g, o, d = rows.shape
     h = hessian.double().clone()
     diag = torch.diagonal(h, dim1=1, dim2=2)
+    mean = diag.mean(dim=1, keepdim=True)
+    h /= torch.where(mean > 0, mean, 1.0)[:, :, None]  # GPTQ is unchanged by a scaled H
     dead = diag == 0  # inputs that were always 0: their weights round to nearest
-    diag += damp * diag.mean(dim=1, keepdim=True)
+    diag += damp * (mean > 0)  # the mean diagonal is 1 now
     diag[dead] = 1.0
     order = torch.argsort(diag, dim=1, descending=True, stable=True)
     w = torch.gather(rows.float(), 2, order[:, None, :].expand(g, o, d)).clone()
@@ -81,17 +83,30 @@ def _rounded_blocks(w, scale, u):
     """GPTQ's loop over the columns of ``w`` (G, O, d), in blocks of ``BLOCK`` whose errors
     reach the later columns in one matrix product (the paper's lazy batch updates)."""
     q = torch.empty_like(w)
-    for start in range(0, w.shape[2], BLOCK):
-        end = min(start + BLOCK, w.shape[2])
-        block, err = w[:, :, start:end].clone(), torch.empty_like(w[:, :, start:end])
-        ub = u[:, start:end, start:end]
-        for i in range(end - start):
-            col = block[:, :, i]
-            q[:, :, start + i] = torch.clamp(torch.round(col / scale), -INT8_MAX, INT8_MAX)
-            err[:, :, i] = (col - q[:, :, start + i] * scale) / ub[:, i, i][:, None]
-            block[:, :, i + 1 :] -= err[:, :, i, None] * ub[:, None, i, i + 1 :]
-        w[:, :, end:] -= err @ u[:, start:end, end:]
+    threads = torch.get_num_threads()
+    try:
+        for start in range(0, w.shape[2], BLOCK):
+            torch.set_num_threads(1)  # small ops: threads would only wait for each other
+            end = min(start + BLOCK, w.shape[2])
+            err = _round_block(w, scale, u, q, start, end)
+            torch.set_num_threads(threads)
+            w[:, :, end:] -= err @ u[:, start:end, end:]
+    finally:
+        torch.set_num_threads(threads)
     return q
+
+
+def _round_block(w, scale, u, q, start, end):
+    """Round columns ``start:end`` of ``w`` into ``q``, each one's error moved onto the
+    block's later columns; returns the scaled errors (G, O, end - start)."""
+    block, err = w[:, :, start:end].clone(), torch.empty_like(w[:, :, start:end])
+    ub = u[:, start:end, start:end]
+    for i in range(end - start):
+        col = block[:, :, i]
+        q[:, :, start + i] = torch.clamp(torch.round(col / scale), -INT8_MAX, INT8_MAX)
+        err[:, :, i] = (col - q[:, :, start + i] * scale) / ub[:, i, i][:, None]
+        block[:, :, i + 1 :] -= err[:, :, i, None] * ub[:, None, i, i + 1 :]
+    return err
 
 
 def conv_hessian(x, kernel, stride, padding, dilation, groups):
