@@ -16,3 +16,15 @@ def imagenet_sample():
             "beside the checkout (../shared/data/imagenet-sample, 250 labelled ImageNet photos)"
         )
     return IMAGENET_SAMPLE
+
+
+@pytest.fixture
+def sigint_default():
+    """SIGINT as an interactive Python process starts with it (``default_int_handler``),
+    whatever this test process inherited (a background job starts with SIGINT ignored);
+    restored afterwards."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

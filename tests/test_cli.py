@@ -458,7 +458,7 @@ def test_random_weights_are_announced_first_and_every_stage_has_a_line(
     ]
 
 
-def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys):
+def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys, sigint_default):
     import os
     import signal
     import time

@@ -63,7 +63,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
         results[name] = RunnerResult(name, Latency(**latency_stats(samples)), samples, {}, {})
     table = latency_table(results, "simple")
     per_round = np.asarray(results["tvm_int8"].samples_ms) / results["tvm_fp32"].samples_ms
-    slower = np.median(per_round) > 1
+    slower = np.median(per_round) >= 1.005  # within half a percent it is "1.00x (same)"
     assert ("INT8 does not pay off" in table) == slower and "vs TVM FP32 (per round)" in table
     added = _graph(q.fp32_mod, q.int8_mod)["int8_added_ops"]
     # two integer layers, each with one quantize and one cast back to float32; the padded

@@ -46,7 +46,7 @@ def test_trial_budgets_follow_flops_with_a_floor_and_a_cap():
     assert trial_budgets([0.0, 0.0], 1) == [1, 1]
 
 
-def test_first_ctrl_c_requests_a_stop_second_aborts():
+def test_first_ctrl_c_requests_a_stop_second_aborts(sigint_default):
     with StopOnInterrupt() as stop:
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.requested
