@@ -20,7 +20,7 @@ def refine(p, plans):
         p: the ``prepared.Prepared`` run (model, layers, images, calibration split).
         plans: ``quantize.rewrite.LayerPlan`` list from ``quantize.plan.make_plans``.
     """
-    from .diagnose.fakequant import fake_layers
+    from .diagnose.fakequant import check_modules, fake_layers
     from .quantize.bias import bias_shifts, corrected
     from .quantize.gptq import gptq_weights
 
@@ -29,10 +29,11 @@ def refine(p, plans):
     if quant.weight_rounding == "nearest" and not quant.bias_correction:
         return plans, info
     try:
+        check_modules(module, layers, [plan.reason for plan in plans], p.model.input_shape)
         fakes = fake_layers(module, layers, plans)
     except UserError as e:
         say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")
-        skipped = "skipped (a layer has no PyTorch module)"
+        skipped = "skipped (a layer has no PyTorch module computing with its weight)"
         if quant.weight_rounding == "gptq":
             info["weight_rounding"] = f"nearest (GPTQ {skipped})"
         if quant.bias_correction:
@@ -41,8 +42,8 @@ def refine(p, plans):
     x = calib_images(p)
     if quant.weight_rounding == "gptq":
         try:
-            plans = gptq_weights(module, fakes, layers, plans, x)
-            info["weight_rounding"] = f"gptq ({len(x)} images)"
+            plans, rounded = gptq_weights(module, fakes, layers, plans, x)
+            info["weight_rounding"] = f"gptq ({len(x)} images, {rounded} of {len(fakes)} layers)"
         except QBenchError as e:
             say(f"WARNING: GPTQ rounding failed, nearest rounding kept: {e}")
             info["weight_rounding"] = "nearest (GPTQ failed: see the warning)"

@@ -244,7 +244,7 @@ def test_c06_run_reports_built_dtype_per_layer(tmp_path, capsys, model_file):
     assert report["graph"]["int8_added_ops"]["relax.quantize"] == 2
     out = capsys.readouterr().out
     assert "TVM INT8" in out and "sign-off:" in out and "SYNTHETIC" in out
-    assert "weight rounding gptq (4 images), bias correction off" in out
+    assert "weight rounding gptq (4 images, 2 of 2 layers), bias correction off" in out
     printed = re.search(r"reports: \S+report\.md  \S+report\.json  (\S+report\.html)", out)
     assert printed and "<!DOCTYPE html>" in open(printed.group(1)).read()
 

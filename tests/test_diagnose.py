@@ -354,10 +354,50 @@ def test_a_functional_conv_runs_with_nearest_rounding_and_says_so(tmp_path, caps
     assert "WARNING: GPTQ rounding and bias correction skipped" in captured.err + captured.out
     report = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())
     calibration = report["calibration"]
-    assert (
-        calibration["weight_rounding"] == "nearest (GPTQ skipped (a layer has no PyTorch module))"
-    )
+    skipped = "skipped (a layer has no PyTorch module computing with its weight)"
+    assert calibration["weight_rounding"] == f"nearest (GPTQ {skipped})"
     assert calibration["bias_correction"] == "off"
+
+
+FLIPPED_CONV = """
+import torch
+from torch import nn
+
+
+class Flipped(nn.Conv2d):
+    def forward(self, x):
+        return nn.functional.conv2d(x, self.weight.flip(2, 3), self.bias)
+
+
+def build():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), Flipped(4, 4, 3), nn.Flatten(),
+                          nn.Linear(4 * 8 * 8, 3))
+    return model.eval(), (3, 12, 12)
+"""
+
+
+def test_a_conv_that_transforms_its_weight_gets_no_bias_correction_and_no_diagnosis(
+    tmp_path, capsys
+):
+    """Fake quantization swaps a module's weight; a module that flips it in forward would be
+    modelled wrongly, so bias correction and GPTQ are skipped (with a warning) and a
+    diagnosis stops with exit 2, naming the layer."""
+    path = tmp_path / "flipped.py"
+    path.write_text(FLIPPED_CONV)
+    common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
+    common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r"), "--batch-size", "4"]
+    common += ["--cache-dir", str(tmp_path / "c")]
+    main(["run", *common, "--bias-correction", "--repeat", "20"])
+    captured = capsys.readouterr()
+    assert "layers 2: their modules do not compute with their own weight" in captured.err
+    calibration = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())[
+        "calibration"
+    ]
+    assert calibration["bias_correction"].startswith("skipped")
+    assert calibration["weight_rounding"].startswith("nearest")
+    code = main(["diagnose", *common, "--reports-dir", str(tmp_path / "d")])
+    assert code == 2 and "layers 2: their modules do not compute" in capsys.readouterr().err
 
 
 def test_a_single_logit_model_has_no_agreement_target_and_no_agreement(tmp_path, capsys):

@@ -175,8 +175,8 @@ def test_int8_graph_with_gptq_weights_beats_nearest_and_matches_fake_quantizatio
     model, calib = _model(), _smooth_images(32, 0)
     q = quantize_tiny(model, [calib[:16], calib[16:]])  # a graph of batch 16
     fakes = fake_layers(model, q.layers, q.plans)
-    plans = gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
-    assert all(
+    plans, rounded = gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
+    assert rounded == 3 and all(
         not np.array_equal(a.weight.q, b.weight.q) for a, b in zip(plans, q.plans, strict=True)
     )
     x = _smooth_images(16, 1)  # unseen images
@@ -206,3 +206,31 @@ def test_a_layer_never_called_with_its_weight_is_an_error():
     fakes = fake_layers(model, q.layers, q.plans)
     with pytest.raises(QBenchError, match="GPTQ: .*never called with its weight: 1"):
         gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
+
+
+def test_a_layer_past_the_input_limit_keeps_nearest_rounding(monkeypatch):
+    """The classifier (8 * 6 * 6 = 288 weights per output) past a limit of 100 keeps its
+    nearest-rounded weight; the convs (27 and 9 weights per output) are rounded."""
+    import qbench.quantize.gptq as gptq
+
+    monkeypatch.setattr(gptq, "MAX_INPUTS", 100)
+    model, calib = _model(), _smooth_images(16, 0)
+    q = quantize_tiny(model, [calib])
+    fakes = fake_layers(model, q.layers, q.plans)
+    plans, rounded = gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
+    assert rounded == 2 and plans[2] is q.plans[2]
+    assert not np.array_equal(plans[0].weight.q, q.plans[0].weight.q)
+
+
+class _Flipped(nn.Conv2d):
+    """Computes with its weight flipped: swapping the weight tensor does not reach the conv."""
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight.flip(2, 3), self.bias, self.stride, self.padding)
+
+
+def test_modules_that_transform_their_weight_are_found():
+    from qbench.diagnose.fakequant import unused_weights
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), _Flipped(4, 4, 3), nn.Flatten(), nn.Linear(16, 2))
+    assert unused_weights(model.eval(), ["0", "1", "3"], (3, 6, 6)) == ["1"]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from ..errors import UserError
 from ..quantize.params import UINT8_MAX
@@ -129,16 +131,59 @@ def module_weight(layer, scale, q, fold):
     )
 
 
-def check_modules(module, layers, reasons):
+def check_modules(module, layers, reasons, input_shape):
     """Check, before anything slow, that every layer to run in INT8 (``reasons[i]`` empty:
-    ``quantize.plan.fp32_reasons``) has the PyTorch module ``fake_layers`` needs.
+    ``quantize.plan.fp32_reasons``) has the PyTorch module ``fake_layers`` needs, and that
+    the module computes with its own weight (``unused_weights``).
+
+    Args:
+        input_shape: the model's (C, H, W).
 
     Raises:
-        UserError: the first layer without one (see ``fake_layers``).
+        UserError: the first layer without a module, or every layer whose module computes
+            with a tensor made from its weight.
     """
-    for layer, reason in zip(layers, reasons, strict=True):
-        if not reason:
-            _module(module, layer.name)
+    names = [layer.name for layer, reason in zip(layers, reasons, strict=True) if not reason]
+    for name in names:
+        _module(module, name)
+    unused = unused_weights(module, names, input_shape)
+    if unused:
+        raise UserError(
+            f"layers {', '.join(unused)}: their modules do not compute with their own weight "
+            "(they flip, standardise or re-parametrise it in forward), so fake quantization "
+            "(qbench diagnose, --accuracy-target, GPTQ rounding, bias correction), which "
+            "replaces that weight, cannot model them; keep them in FP32 with --skip-layers"
+        )
+
+
+def unused_weights(model, names, input_shape):
+    """The modules among ``names`` whose forward does not hand their own ``weight`` tensor to
+    ``F.conv2d``/``F.linear``, found in one pass of a zero image (1, C, H, W) with each weight
+    swapped for a copy, as fake quantization swaps it.
+
+    Returns:
+        list of names, in the order of ``names``.
+    """
+    copies = {name: model.get_submodule(name).weight.detach().clone() for name in names}
+    seen = _WeightsSeen()
+    with torch.no_grad(), seen:
+        weights = {f"{name}.weight": w for name, w in copies.items()}
+        torch.func.functional_call(model, weights, (torch.zeros(1, *input_shape),))
+    return [name for name, w in copies.items() if id(w) not in seen.ids]
+
+
+class _WeightsSeen(TorchFunctionMode):
+    """Records the id of every weight tensor ``F.conv2d`` and ``F.linear`` are called with."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (F.conv2d, F.linear):
+            self.ids.add(id(kwargs.get("weight", args[1] if len(args) > 1 else None)))
+        return func(*args, **kwargs)
 
 
 def fold_scale(layer, module_weight):

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from tqdm import tqdm
 
 from ..diagnose.fakequant import module_weight, quantized
 from ..errors import QBenchError
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 DAMP = 0.01  # fraction of the mean diagonal of H added to it
 CHUNK = 8  # images unfolded at a time into input patches
 BLOCK = 128  # columns rounded between two updates of the rest
+MAX_INPUTS = 4608  # weights per output channel (d) up to which GPTQ rounds a layer (resnet's
+# largest 3x3 conv); H takes d^2 memory and its factor d^3 time: larger layers keep nearest
 
 
 def gptq_round(rows, scale, hessian, damp=DAMP):
@@ -156,22 +159,24 @@ def linear_hessian(x):
 
 class _Rounder(TorchFunctionMode):
     """Intercepts each fake layer's conv2d or linear call (recognised by its weight tensor),
-    rounds that layer's weight with GPTQ on the call's input, and lets the call go on with it."""
+    rounds that layer's weight with GPTQ on the call's input, and lets the call go on with it.
+    A layer with more than ``MAX_INPUTS`` weights per output channel keeps its weight."""
 
-    def __init__(self, fakes, layers, plans):
+    def __init__(self, fakes, layers, plans, bar):
         super().__init__()
         self.todo = {id(f.weight_q): (f, layers[f.index], plans[f.index]) for f in fakes}
-        self.q = {}
+        self.q, self.bar = {}, bar
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in (F.conv2d, F.linear) and len(args) > 1 and id(args[1]) in self.todo:
             fake, layer, plan = self.todo.pop(id(args[1]))
-            h = _hessian(func, args, kwargs)
-            self.q[layer.name] = _rounded(layer, plan, h)
-            fake.weight_q.copy_(
-                module_weight(layer, plan.weight.scale, self.q[layer.name], fake.fold_scale)
-            )
+            if args[1][0].numel() <= MAX_INPUTS:
+                h = _hessian(func, args, kwargs)
+                self.q[layer.name] = _rounded(layer, plan, h)
+                q = self.q[layer.name]
+                fake.weight_q.copy_(module_weight(layer, plan.weight.scale, q, fake.fold_scale))
+            self.bar.update()
         return func(*args, **kwargs)
 
 
@@ -220,27 +225,30 @@ def gptq_weights(model, fakes, layers, plans, x):
         x: calibration images, float32 tensor (N, C, H, W), all in one batch.
 
     Returns:
-        ``plans`` with each rounded layer's ``weight`` replaced; a layer whose GPTQ weight
-        could overflow the int32 accumulator (``plan.overflow_reason``) keeps its
-        nearest-rounded weight, with a warning.
+        (plans, rounded): ``plans`` with each rounded layer's ``weight`` replaced, and how
+        many were. A layer with more than ``MAX_INPUTS`` weights per output channel, or
+        whose GPTQ weight could overflow the int32 accumulator (``plan.overflow_reason``,
+        with a warning), keeps its nearest-rounded weight.
 
     Raises:
         QBenchError: a quantized layer's conv2d/linear was never called with its weight
             (its module computes with a tensor made from it, as weight normalisation does).
     """
-    rounder = _Rounder(fakes, layers, plans)
-    with torch.no_grad(), quantized(model, fakes, {f.index for f in fakes}) as (run, _):
-        with rounder:
-            run(x)
+    with tqdm(total=len(fakes), desc="GPTQ", unit="layer", leave=False, disable=None) as bar:
+        rounder = _Rounder(fakes, layers, plans, bar)
+        with torch.no_grad(), quantized(model, fakes, {f.index for f in fakes}) as (run, _):
+            with rounder:
+                run(x)
     if rounder.todo:
         missed = ", ".join(layer.name for _, layer, _ in rounder.todo.values())
         raise QBenchError(
             f"GPTQ: a layer's conv2d/linear was never called with its weight: {missed}"
         )
-    return [
+    out = [
         _with_q(layer, plan, rounder.q.get(layer.name))
         for layer, plan in zip(layers, plans, strict=True)
     ]
+    return out, sum(a is not b for a, b in zip(out, plans, strict=True))
 
 
 def _with_q(layer, plan, q):
