@@ -121,7 +121,8 @@ def prepare(opts):
     if opts.diagnose or opts.accuracy_target is not None:
         from .diagnose.fakequant import check_modules
 
-        check_modules(model.module, layers, fp32_reasons(layers, opts.quant), model.input_shape)
+        reasons = fp32_reasons(layers, opts.quant)
+        check_modules(model.module, layers, reasons, model.input_shape, opts.batch_size)
     databases, tuning_info = _databases(opts, target)
     p = Prepared(opts, model, images, split, held, target, imported, layers, databases, tuning_info)
     with stage("calibration") as st:

@@ -29,7 +29,8 @@ def refine(p, plans):
     if quant.weight_rounding == "nearest" and not quant.bias_correction:
         return plans, info
     try:
-        check_modules(module, layers, [plan.reason for plan in plans], p.model.input_shape)
+        reasons = [plan.reason for plan in plans]
+        check_modules(module, layers, reasons, p.model.input_shape, p.opts.batch_size)
         fakes = fake_layers(module, layers, plans)
     except UserError as e:
         say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")

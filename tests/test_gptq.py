@@ -2,6 +2,8 @@
 nearest rounding recomputed in numpy, the input H against a numpy im2col, and the INT8 graph
 built from GPTQ plans."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -233,4 +235,48 @@ def test_modules_that_transform_their_weight_are_found():
     from qbench.diagnose.fakequant import unused_weights
 
     model = nn.Sequential(nn.Conv2d(3, 4, 3), _Flipped(4, 4, 3), nn.Flatten(), nn.Linear(16, 2))
-    assert unused_weights(model.eval(), ["0", "1", "3"], (3, 6, 6)) == ["1"]
+    assert unused_weights(model.eval(), ["0", "1", "3"], (2, 3, 6, 6)) == ["1"]
+
+
+class _KeywordWeight(nn.Conv2d):
+    def forward(self, x):
+        return F.conv2d(x, weight=self.weight, bias=self.bias, padding=1)
+
+
+def test_a_weight_passed_by_keyword_is_rounded():
+    torch.manual_seed(0)
+    model = nn.Sequential(_KeywordWeight(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+    calib = _smooth_images(8, 0)
+    q = quantize_tiny(model.eval(), [calib])
+    fakes = fake_layers(model, q.layers, q.plans)
+    _, rounded = gptq_weights(model, fakes, q.layers, q.plans, torch.from_numpy(calib))
+    assert rounded == 2
+
+
+SQUEEZE_HEAD = """
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def forward(self, x):
+        return x.squeeze().flatten(1)  # fails on a batch of one image
+
+
+def build():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), Head(), nn.Linear(4, 3))
+    return model.eval(), (3, 8, 8)
+"""
+
+
+def test_a_model_that_needs_more_than_one_image_is_checked_on_its_batch(tmp_path):
+    from qbench.cli import main
+
+    path = tmp_path / "squeeze.py"
+    path.write_text(SQUEEZE_HEAD)
+    args = ["run", "--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
+    args += ["--eval-size", "4", "--batch-size", "4", "--repeat", "20"]
+    main([*args, "--reports-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")])
+    report = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())
+    assert report["calibration"]["weight_rounding"] == "gptq (4 images, 2 of 2 layers)"

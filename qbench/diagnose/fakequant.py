@@ -131,22 +131,23 @@ def module_weight(layer, scale, q, fold):
     )
 
 
-def check_modules(module, layers, reasons, input_shape):
+def check_modules(module, layers, reasons, input_shape, batch_size):
     """Check, before anything slow, that every layer to run in INT8 (``reasons[i]`` empty:
     ``quantize.plan.fp32_reasons``) has the PyTorch module ``fake_layers`` needs, and that
     the module computes with its own weight (``unused_weights``).
 
     Args:
         input_shape: the model's (C, H, W).
+        batch_size: a batch size the model runs with (the one it was exported with).
 
     Raises:
-        UserError: the first layer without a module, or every layer whose module computes
-            with a tensor made from its weight.
+        UserError: the first layer without a module, every layer whose module computes
+            with a tensor made from its weight, or the model failing on a zero batch.
     """
     names = [layer.name for layer, reason in zip(layers, reasons, strict=True) if not reason]
     for name in names:
         _module(module, name)
-    unused = unused_weights(module, names, input_shape)
+    unused = unused_weights(module, names, (batch_size, *input_shape))
     if unused:
         raise UserError(
             f"layers {', '.join(unused)}: their modules do not compute with their own weight "
@@ -156,19 +157,27 @@ def check_modules(module, layers, reasons, input_shape):
         )
 
 
-def unused_weights(model, names, input_shape):
+def unused_weights(model, names, shape):
     """The modules among ``names`` whose forward does not hand their own ``weight`` tensor to
-    ``F.conv2d``/``F.linear``, found in one pass of a zero image (1, C, H, W) with each weight
-    swapped for a copy, as fake quantization swaps it.
+    ``F.conv2d``/``F.linear``, found in one pass of a zero batch of ``shape`` (N, C, H, W)
+    with each weight swapped for a copy, as fake quantization swaps it.
 
     Returns:
         list of names, in the order of ``names``.
+    Raises:
+        UserError: the model fails on that batch (the error named).
     """
     copies = {name: model.get_submodule(name).weight.detach().clone() for name in names}
     seen = _WeightsSeen()
-    with torch.no_grad(), seen:
-        weights = {f"{name}.weight": w for name, w in copies.items()}
-        torch.func.functional_call(model, weights, (torch.zeros(1, *input_shape),))
+    try:
+        with torch.no_grad(), seen:
+            weights = {f"{name}.weight": w for name, w in copies.items()}
+            torch.func.functional_call(model, weights, (torch.zeros(*shape),))
+    except Exception as e:  # noqa: BLE001  (a user's model may raise anything)
+        raise UserError(
+            f"the model failed on a zero batch {tuple(shape)} with its weights swapped, so "
+            f"fake quantization cannot check its layers: {type(e).__name__}: {e}"
+        ) from e
     return [name for name, w in copies.items() if id(w) not in seen.ids]
 
 

@@ -169,9 +169,17 @@ class _Rounder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in (F.conv2d, F.linear) and len(args) > 1 and id(args[1]) in self.todo:
-            fake, layer, plan = self.todo.pop(id(args[1]))
-            if args[1][0].numel() <= MAX_INPUTS:
+        weight = kwargs.get("weight", args[1] if len(args) > 1 else None)
+        if func in (F.conv2d, F.linear) and id(weight) in self.todo:
+            fake, layer, plan = self.todo.pop(id(weight))
+            if weight[0].numel() > MAX_INPUTS:
+                log.warning(
+                    "layer %s: %d weights per output channel > %d: nearest rounding kept",
+                    layer.name,
+                    weight[0].numel(),
+                    MAX_INPUTS,
+                )
+            else:
                 h = _hessian(func, args, kwargs)
                 self.q[layer.name] = _rounded(layer, plan, h)
                 q = self.q[layer.name]
@@ -182,11 +190,11 @@ class _Rounder(TorchFunctionMode):
 
 def _hessian(func, args, kwargs):
     """H of the input of an intercepted ``F.conv2d`` or ``F.linear`` call."""
-    if func is F.linear:
-        return linear_hessian(args[0])
     names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
     call = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
     call |= dict(zip(names, args, strict=False)) | kwargs
+    if func is F.linear:
+        return linear_hessian(call["input"])
     padding = call["padding"]
     return conv_hessian(
         call["input"],
