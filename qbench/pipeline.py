@@ -153,12 +153,22 @@ def _warn_no_fast_path(p):
 def _int8_rewrite(p):
     """Plan every layer with ``p.opts.quant``, refine the plans (``refine``: GPTQ rounding,
     bias correction), rewrite the INT8 graph and describe its kernels. Returns (a new
-    ``Prepared`` with ``plans``, ``int8_mod``, ``int8_kernels`` and ``calibration``'s
-    ``weight_rounding`` and ``bias_correction``, a note for the stage line)."""
+    ``Prepared`` with ``plans``, ``int8_mod``, ``int8_kernels``, ``calibration``'s
+    ``weight_rounding`` and ``bias_correction``, and ``opts.quant`` as applied: nearest
+    rounding and no bias correction where ``refine`` had to skip them; a note for the stage
+    line)."""
     quant = p.opts.quant
     plans, refined = refine(p, make_plans(p.layers, p.ranges, quant))
     int8_mod = rewrite(p.imported.mod, plans, quant.simulate)
     calibration = {**p.calibration, **refined}
+    applied = replace(  # what was built, for the report's config and definition
+        quant,
+        weight_rounding=quant.weight_rounding
+        if refined["weight_rounding"].startswith("gptq")
+        else "nearest",
+        bias_correction=refined["bias_correction"].startswith("on"),
+    )
+    p = replace(p, opts=replace(p.opts, quant=applied))
     p = replace(p, plans=plans, int8_mod=int8_mod, calibration=calibration)
     p = replace(p, int8_kernels=_int8_kernels_info(p, quant.simulate))
     return p, f"{sum(plan.quantized for plan in plans)} of {len(p.layers)} layers in INT8"

@@ -357,6 +357,8 @@ def test_a_functional_conv_runs_with_nearest_rounding_and_says_so(tmp_path, caps
     skipped = "skipped (a layer has no PyTorch module computing with its weight)"
     assert calibration["weight_rounding"] == f"nearest (GPTQ {skipped})"
     assert calibration["bias_correction"] == "off"
+    # the definition says what was built, so compare matches it with nearest-rounding runs
+    assert report["definition"]["quant"]["weight_rounding"] == "nearest"
 
 
 FLIPPED_CONV = """
