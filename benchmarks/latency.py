@@ -1,8 +1,10 @@
 """Latency of TVM FP32/INT8 builds side by side with PyTorch, as ratios to PyTorch eager FP32.
 
 One process measures every runner on the same batch, the same thread count and the same
-warm-up, so the ratios are comparable even on a noisy machine. TVM builds apply whatever the
-tuning database holds for the target (see ``qbench tune``); the report line says how many
+warm-up, by ``qbench run``'s timing protocol (``timing.time_runners``: runners interleaved
+round by round, each timed call after a lead-in call, settled between runtimes), so its
+figures and the run's can be compared and the ratios survive a noisy machine. TVM builds
+apply whatever the tuning database holds for the target (see ``qbench tune``); the report line says how many
 records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; "of peak"
 divides it by this CPU's register-only peak, measured in the same run by ``alu_peak.py`` with
 as many processes as threads: FMA for FP32 runners, and for INT8 runners the sequence of
@@ -23,7 +25,7 @@ import alu_peak
 import numpy as np
 from tabulate import tabulate
 
-from qbench import build, graph, targets, tuning
+from qbench import build, graph, targets, timing, tuning
 from qbench.pipeline import RunOptions, full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report import cpu_name, int8_kernels_line
@@ -110,11 +112,14 @@ def measure(model_name, batch, args):
         found, tuned = runners(p, calib)
     rows, eager, medians = [], None, {}
     fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels["cpu_class"], args.peaks)
+    timed = timing.time_runners(
+        [r for _, r in found if not isinstance(r, str)], x, args.warmup, args.repeat
+    )
     for name, runner in found:
         if isinstance(runner, str):
             rows.append([model_name, batch, name, runner, "", "", ""])
             continue
-        median = medians[name] = float(np.median(runner.time(x, args.warmup, args.repeat)))
+        median = medians[name] = float(np.median(timed.samples_ms[runner.name]))
         eager = eager or median
         gmacs = macs / (median / 1e3) / 1e9
         peak = int8_peak if "INT8" in name else fp32_peak
@@ -134,6 +139,7 @@ def measure(model_name, batch, args):
         f"; TVM INT8 / TVM FP32 = {medians['TVM INT8'] / medians['TVM FP32']:.3f}",
         file=sys.stderr,
     )
+    print(f"{model_name} batch {batch}: timing {timing.describe(timed.protocol)}", file=sys.stderr)
     print(
         f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "
         f"({tuned['records']} user records, {tuned['pretuned_records']} pre-tuned)",
@@ -142,13 +148,20 @@ def measure(model_name, batch, args):
     return rows
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def grid_parser(doc):
+    """An argument parser with the options every latency benchmark shares: the models,
+    batches, data, threads and warm-up rounds."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--models", default="resnet18,efficientnet_lite0,mobilenet_v2")
     p.add_argument("--batches", default="1,8")
     p.add_argument("--data", default=str(SAMPLE) if SAMPLE.is_dir() else None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3)
+    return p
+
+
+def main():
+    p = grid_parser(__doc__)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
     args = p.parse_args()

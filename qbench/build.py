@@ -73,22 +73,14 @@ def assembly(executable):
     return "\n".join(m.inspect_source("asm") for m in executable.mod._collect_dso_modules())
 
 
-SPIN_COUNT = "0"  # TVM_THREAD_POOL_SPIN_COUNT: TVM's workers sleep as soon as a call ends
-
-
 def set_threads(threads):
     """Use ``threads`` CPU threads in TVM and PyTorch (call before TVM's runtime starts).
 
-    TVM's thread pool also stops spin-waiting after each call (``SPIN_COUNT``, unless the
-    environment sets TVM_THREAD_POOL_SPIN_COUNT): the runners are timed interleaved, and
-    TVM's spinning workers took the cores from the PyTorch call that followed. Measured on
-    the Zen 3 machine (efficientnet_lite0, batch 8, 2 threads, 20 rounds): PyTorch eager's
-    std over rounds fell from 38.9 to 1.1 ms (median 105.4 -> 109.5 ms; earlier runs had
-    inflated it to a 204-220 ms median), TVM FP32 and INT8 medians moved 73.0 -> 75.1 and
-    71.5 -> 73.2 ms, and the run was no longer NOISY.
+    Their workers keep the runtimes' own wait policies (TVM's spin count, libgomp's): a
+    deployed model runs with those, and ``timing`` keeps each runtime's spinning workers
+    off the other's timed calls by settling between them.
     """
     os.environ["TVM_NUM_THREADS"] = str(threads)
-    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", SPIN_COUNT)
     import torch
 
     torch.set_num_threads(threads)

@@ -245,8 +245,9 @@ def run(opts, attachments=None):
         logits, labels = _evaluate(runners, p.images, indices, model, opts.batch_size)
         st.note = f"{len(indices)} images"
     with stage("timing") as st:
-        latency = _time(runners, p.images, p.split.eval, model, opts)
-        st.note = f"{opts.warmup} warm-up + {opts.repeat} timed rounds, runners interleaved"
+        timed_runs = _time(runners, p.images, p.split.eval, model, opts)
+        st.note = timing.describe(timed_runs.protocol).split(";")[0]
+    latency = timed_runs.samples_ms
     results = _results(runners, logits, labels, latency)
     timed = speed.speed(latency)
     quantized = sum(plan.quantized for plan in p.plans)
@@ -260,7 +261,8 @@ def run(opts, attachments=None):
         opts.quant.simulate,
         timed,
     )
-    return build_report(p, results, time.time() - started, timed, verdict)
+    wall_s = time.time() - started
+    return build_report(p, results, wall_s, timed, verdict, timed_runs.protocol)
 
 
 def _build_runners(p):
@@ -378,11 +380,10 @@ def _evaluate(runners, images, indices, model, batch_size):
 
 
 def _time(runners, images, indices, model, opts):
-    """Latency samples of one full batch per runner, ms, timed round-robin
-    (``timing.interleaved``): {runner name: ``opts.repeat`` samples paired by round}."""
+    """``timing.Timed`` of one full batch per runner: ``opts.repeat`` samples each, ms,
+    paired by round (``timing.time_runners``)."""
     x, _ = next(full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
-    calls = {r.name: r.timed_call(x) for r in runners}
-    return timing.interleaved(calls, opts.warmup, opts.repeat)
+    return timing.time_runners(runners, x, opts.warmup, opts.repeat)
 
 
 def _results(runners, logits, labels, latency):

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__
+from .timing import PROTOCOL
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +30,7 @@ def definition(prepared):
         order), ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as a dict:
         resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
         ``batch_size`` (images), ``target`` (the TVM target dict), ``qbench`` and ``tvm``
-        (versions), ``digest``.
+        (versions), ``timing`` (the timing protocol, ``timing.PROTOCOL``), ``digest``.
     """
     import tvm
 
@@ -45,6 +46,7 @@ def definition(prepared):
         "target": prepared.target,
         "qbench": __version__,
         "tvm": tvm.__version__,
+        "timing": PROTOCOL,
     }
     return {**fields, "digest": digest(fields)}
 

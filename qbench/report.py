@@ -20,6 +20,7 @@ from .atomic import to_json, write_folder
 from .graph import op_counts
 from .provenance import definition, qbench_commit
 from .results import DataInfo, ModelInfo, RunResult
+from .timing import describe
 
 RUNNER_TITLES = {
     "pytorch_fp32": "PyTorch FP32 (eager)",
@@ -46,13 +47,15 @@ def environment(target, threads):
 
 
 def environment_line(env):
-    """The environment in words: CPU, threads, versions and the target (JSON)."""
+    """The environment in words: CPU, threads, versions, the target (JSON) and, when
+    recorded, the timing protocol and its settings (``timing.describe``)."""
     target = env["target"]
     mcpu = f", LLVM mcpu {target['mcpu']}" if target.get("mcpu") else ""
+    timed = f". Timing: {describe(env['timing'])}" if env.get("timing") else ""
     return (
         f"Environment: CPU {env['cpu']} ({env['machine']}{mcpu}), {env['threads']} threads; "
         f"qbench {env['qbench']}, TVM {env['tvm']}, PyTorch {env['torch']}, Python "
-        f"{env['python']}; target `{json.dumps(target, sort_keys=True)}`"
+        f"{env['python']}; target `{json.dumps(target, sort_keys=True)}`{timed}"
     )
 
 
@@ -65,16 +68,17 @@ def cpu_name():
         return platform.processor() or "unknown"
 
 
-def build_report(prepared, results, wall_s, speed, verdict):
+def build_report(prepared, results, wall_s, speed, verdict, timing):
     """The run's ``results.RunResult`` from its ``prepared.Prepared`` (built: its tuning has
     ``kernels``; see ``pipeline.run``), its ``RunnerResult``s, wall time (s), ``Speed`` (or
-    None) and sign-off ``Verdict``."""
+    None), sign-off ``Verdict`` and the timing's record (``timing.record``: the report's
+    ``environment["timing"]``)."""
     opts, model, images, split = prepared.opts, prepared.model, prepared.images, prepared.split
     config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
     config["quant"] = opts.quant.to_dict()
     return RunResult(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        environment=environment(prepared.target, opts.threads),
+        environment={**environment(prepared.target, opts.threads), "timing": timing},
         definition=definition(prepared),
         model=ModelInfo(
             name=model.name,

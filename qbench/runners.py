@@ -19,9 +19,11 @@ def pad_batch(x, batch_size):
 
 
 class Runner:
-    """Base runner. ``batch_size`` is the static N the runner was built for."""
+    """Base runner. ``batch_size`` is the static N the runner was built for; runners of one
+    ``runtime`` share its thread pool (``timing`` settles between runtimes)."""
 
     name = "runner"
+    runtime = "none"
 
     def __init__(self, batch_size, input_shape):
         self.batch_size = batch_size
@@ -56,10 +58,6 @@ class Runner:
         """A zero-argument callable running one full batch ``x`` to completion."""
         return lambda: self.infer_impl(x)
 
-    def time(self, x, warmup, repeat):
-        """Latency of one full batch ``x``: ``warmup`` untimed runs, then ``repeat`` samples, ms."""
-        return time_samples(self.timed_call(x), warmup, repeat)
-
 
 def time_samples(run, warmup, repeat):
     """Call ``run`` ``warmup`` times untimed, then ``repeat`` times timed; the samples in ms."""
@@ -75,6 +73,8 @@ def time_samples(run, warmup, repeat):
 
 class TorchRunner(Runner):
     """PyTorch eager FP32 under ``torch.no_grad``."""
+
+    runtime = "pytorch"
 
     def __init__(self, module, batch_size, input_shape, name="pytorch_fp32"):
         super().__init__(batch_size, input_shape)
@@ -92,6 +92,8 @@ class TorchRunner(Runner):
 class TVMRunner(Runner):
     """A compiled Relax ``main`` on a ``relax.VirtualMachine``; returns output 0 (and all
     outputs through ``infer_all``)."""
+
+    runtime = "tvm"
 
     def __init__(self, vm, device, batch_size, input_shape, name):
         super().__init__(batch_size, input_shape)

@@ -36,7 +36,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from helpers import LLVM, quantize_tiny
     from torch import nn
 
-    from qbench import build, targets
+    from qbench import build, targets, timing
     from qbench.compare import latency_stats
     from qbench.report import _graph, latency_table
     from qbench.results import Latency, RunnerResult
@@ -54,13 +54,15 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
         for s in range(2)
     ]
     q = quantize_tiny(model, calib)
-    results = {}
-    for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod)):
-        runner = TVMRunner(
-            build.build(mod, LLVM).vm, targets.device_for(LLVM), 1, (32, 64, 64), name
-        )
-        samples = runner.time(calib[0], warmup=2, repeat=20)
-        results[name] = RunnerResult(name, Latency(**latency_stats(samples)), samples, {}, {})
+    found = [
+        TVMRunner(build.build(mod, LLVM).vm, targets.device_for(LLVM), 1, (32, 64, 64), name)
+        for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod))
+    ]
+    timed = timing.time_runners(found, calib[0], warmup=2, repeat=20).samples_ms
+    results = {
+        name: RunnerResult(name, Latency(**latency_stats(s)), s, {}, {})
+        for name, s in timed.items()
+    }
     table = latency_table(results, "simple")
     per_round = np.asarray(results["tvm_int8"].samples_ms) / results["tvm_fp32"].samples_ms
     slower = np.median(per_round) >= 1.005  # within half a percent it is "1.00x (same)"

@@ -1,6 +1,10 @@
-"""Interleaved timing against synthetic runners on a fake clock: exact and fast."""
+"""The timing protocol against synthetic runners on a fake clock (exact and fast), and
+``settle`` against real threads that burn CPU."""
 
+import hashlib
 import os
+import threading
+import time
 import types
 
 import numpy as np
@@ -9,34 +13,46 @@ import pytest
 from qbench import runners, timing
 
 BASE_MS = {"pytorch_fp32": 20.0, "tvm_fp32": 10.0, "tvm_int8": 6.0}  # unloaded latencies
+RUNTIMES = {"pytorch_fp32": "pytorch", "tvm_fp32": "tvm", "tvm_int8": "tvm"}
 TRUE_RATIO = BASE_MS["tvm_int8"] / BASE_MS["tvm_fp32"]  # 0.6
 SLOWDOWN = 3.0
+SPIN_PENALTY = 2.0  # a call while the other runtime's workers still spin
 REPEAT = 30
 
 
 class Machine:
-    """A fake clock (ms) and a load that makes every call ``SLOWDOWN`` times slower during
-    the middle third of all the calls a timing makes, whichever runner is called."""
+    """A fake clock (ms) with two disturbances: a load that makes every call ``SLOWDOWN``
+    times slower during the middle third of all the calls a timing makes, and the other
+    runtime's spinning workers, which make a call ``SPIN_PENALTY`` times slower when the
+    previous call was another runtime's and nothing settled in between."""
 
     def __init__(self, calls_total):
         self.now_ms, self.calls, self.calls_total, self.order = 0.0, 0, calls_total, []
+        self.spinning, self.settles = None, 0
 
     def perf_counter(self):
         return self.now_ms / 1e3
 
+    def settle(self):
+        self.spinning, self.settles = None, self.settles + 1
+        return 1.0, True
+
     def runner(self, name):
         def call():
             loaded = self.calls_total / 3 <= self.calls < 2 * self.calls_total / 3
-            self.now_ms += BASE_MS[name] * (SLOWDOWN if loaded else 1.0)
+            spun = self.spinning not in (None, RUNTIMES[name])
+            factor = (SLOWDOWN if loaded else 1.0) * (SPIN_PENALTY if spun else 1.0)
+            self.now_ms += BASE_MS[name] * factor
             self.calls += 1
             self.order.append(name)
+            self.spinning = RUNTIMES[name]
 
         return call
 
 
 @pytest.fixture
 def machine(monkeypatch):
-    m = Machine(calls_total=len(BASE_MS) * REPEAT)
+    m = Machine(calls_total=2 * len(BASE_MS) * REPEAT)  # a lead-in and a timed call each
     clock = types.SimpleNamespace(perf_counter=m.perf_counter)
     monkeypatch.setattr(timing, "time", clock)
     monkeypatch.setattr(runners, "time", clock)
@@ -47,43 +63,111 @@ def _ratio(samples):
     return np.median(samples["tvm_int8"]) / np.median(samples["tvm_fp32"])
 
 
-def test_interleaved_ratio_survives_load_that_sequential_timing_does_not(machine):
+def _timed(machine, warmup=0, repeat=REPEAT):
     calls = {name: machine.runner(name) for name in BASE_MS}
-    samples = timing.interleaved(calls, warmup=0, repeat=REPEAT)
-    assert _ratio(samples) == pytest.approx(TRUE_RATIO, rel=0.10)
-    # rounds 10-19 (calls 30-59 of 90) ran loaded, for every runner alike: pairs stay paired
-    for name, base in BASE_MS.items():
-        loaded = [i for i, ms in enumerate(samples[name]) if ms == pytest.approx(3 * base)]
-        assert loaded == list(range(10, 20)), name
+    return timing.interleaved(calls, RUNTIMES, warmup, repeat, machine.settle)
+
+
+def test_each_runner_is_timed_at_its_own_speed_and_load_stays_paired(machine):
+    samples, waits = _timed(machine)
+    assert _ratio(samples) == pytest.approx(TRUE_RATIO)
+    for name, base in BASE_MS.items():  # never the spin penalty, only the load's third
+        rounded = [round(ms, 6) for ms in samples[name]]
+        assert set(rounded) == {base, SLOWDOWN * base}, name
+        loaded = [i for i, ms in enumerate(rounded) if ms == SLOWDOWN * base]
+        assert loaded == list(range(10, 20)), name  # rounds 10-19 for every runner alike
+    assert len(waits) == machine.settles
+
+
+def test_plain_round_robin_of_the_same_machine_reads_the_spin_penalty(machine):
+    """What the protocol replaced: one call per runner and round, nothing settled. TVM
+    FP32 follows PyTorch in two rounds of three and reads up to 2x its latency."""
+    samples = {name: [] for name in BASE_MS}
+    for i in range(REPEAT):
+        for name in timing._rotated(list(BASE_MS), i):
+            start = machine.perf_counter()
+            machine.runner(name)()
+            samples[name].append((machine.perf_counter() - start) * 1e3)
+    assert np.median(samples["tvm_fp32"]) > 1.5 * BASE_MS["tvm_fp32"]
 
 
 def test_sequential_timing_of_the_same_load_gets_the_ratio_wrong(machine):
-    """The approach interleaving replaced: runner after runner (``runners.time_samples``).
-    The load's third of the calls is exactly TVM FP32's turn: FP32 looks 3x slower."""
+    """Runner after runner (``runners.time_samples``): the load falls on all of TVM INT8's
+    calls and none of TVM FP32's, so the ratio moves although nothing changed."""
     samples = {name: runners.time_samples(machine.runner(name), 0, REPEAT) for name in BASE_MS}
-    assert _ratio(samples) == pytest.approx(TRUE_RATIO / SLOWDOWN)  # 0.2, not 0.6
     assert abs(_ratio(samples) / TRUE_RATIO - 1) > 0.10
 
 
-def test_each_round_starts_with_the_next_runner_and_warmup_is_untimed(machine):
-    calls = {name: machine.runner(name) for name in BASE_MS}
-    samples = timing.interleaved(calls, warmup=2, repeat=4)
+def test_rounds_rotate_blocks_of_a_lead_in_and_a_timed_call_settling_between_runtimes(
+    machine,
+):
+    samples, waits = _timed(machine, warmup=2, repeat=4)
     names = list(BASE_MS)
-    rounds = [machine.order[i : i + 3] for i in range(0, len(machine.order), 3)]
-    assert len(rounds) == 6  # 2 warm-up + 4 timed rounds, each calling every runner once
+    blocks = [machine.order[i : i + 2] for i in range(0, len(machine.order), 2)]
+    assert all(a == b for a, b in blocks)  # lead-in and timed call of one runner
+    rounds = [[b[0] for b in blocks[i : i + 3]] for i in range(0, len(blocks), 3)]
+    assert len(rounds) == 6  # 2 warm-up + 4 timed rounds
     for i, called in enumerate(rounds):
         assert called == names[i % 3 :] + names[: i % 3]
+    flat = [b[0] for b in blocks]
+    switches = sum(RUNTIMES[a] != RUNTIMES[b] for a, b in zip(flat[:-1], flat[1:], strict=True))
+    assert machine.settles == len(waits) == switches
     assert {name: len(s) for name, s in samples.items()} == dict.fromkeys(names, 4)
 
 
-def test_tvm_workers_stop_spinning_unless_the_environment_says_otherwise(monkeypatch):
-    """Spinning TVM workers take the cores from the runner timed next in a round."""
+def _burn(seconds, stop=None):
+    """A thread that keeps one core busy hashing (the GIL released) for ``seconds``."""
+
+    def work():
+        data = bytes(1 << 20)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end and not (stop and stop.is_set()):
+            hashlib.sha256(data).digest()
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    return t
+
+
+def test_settle_waits_for_a_busy_thread_to_stop():
+    assert timing.settle()[1]  # nothing else running: settled at once
+    burner = _burn(0.15)
+    time.sleep(0.01)
+    waited_ms, settled = timing.settle()
+    assert settled and not burner.is_alive()
+    assert waited_ms >= 100
+
+
+def test_settle_gives_up_after_its_limit_and_says_so():
+    stop = threading.Event()
+    burner = _burn(10.0, stop)
+    try:
+        time.sleep(0.01)
+        waited_ms, settled = timing.settle(max_s=0.1)
+    finally:
+        stop.set()
+        burner.join()
+    assert not settled and 100 <= waited_ms < 1000
+
+
+def test_record_and_describe_give_rounds_settles_and_runtime_settings(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
+    rec = timing.record(3, 20, [(10.0, True), (250.0, True), (2000.0, False)])
+    assert rec["settles"] == 3 and rec["unsettled"] == 1
+    assert rec["settle_wait_ms"] == {"median": 250.0, "max": 2000.0}
+    assert rec["settings"]["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert rec["settings"]["TVM_THREAD_POOL_SPIN_COUNT"] == "default"
+    words = timing.describe(rec)
+    assert "3 warm-up + 20 timed rounds" in words and "1 did not settle" in words
+    assert "OMP_WAIT_POLICY=PASSIVE" in words
+
+
+def test_set_threads_leaves_the_runtimes_wait_policies_as_deployed(monkeypatch):
     from qbench import build
 
     monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
-    monkeypatch.setenv("TVM_NUM_THREADS", "2")
+    monkeypatch.setenv("TVM_NUM_THREADS", "1")
     build.set_threads(2)
-    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "0"
-    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "1000")
-    build.set_threads(2)
-    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "1000"
+    assert os.environ["TVM_NUM_THREADS"] == "2"
+    assert "TVM_THREAD_POOL_SPIN_COUNT" not in os.environ

@@ -7,8 +7,11 @@ TVM builds, which share a runtime; the ratios to PyTorch are judged only while t
 stayed the same (see below). Each ratio:
 ratio of medians and Mann-Whitney U on the per-round ratios (``stats.latency_change``). The
 absolute medians are shown with the same test, and judged only while PyTorch eager, the
-control (qbench does not change it), kept its speed: a significant change of the control
-means the machine's load changed, and the absolute rows then say so instead of a verdict.
+control (qbench does not change it), is shown to have kept its speed (``stats.steady``: its
+ratio of medians' interval inside 1/1.05-1.05). A control whose change is merely not
+significant proves nothing: in A/A runs under bursty load PyTorch moved x1.18 with p 0.28
+while TVM's absolute medians moved x1.21-1.25 with p < 0.01, every per-round ratio `~`.
+Without that proof the absolute rows and the ratios to PyTorch say so instead of a verdict.
 Top-1 agreement and top-1 accuracy: exact counts and McNemar's exact test on the per-image
 outcomes (``stats.paired_change``). Top-5, SQNR, cosine and the speed-up are shown without a
 test (verdict ``-``): the report holds no per-image data for them. Two runs whose definition
@@ -156,7 +159,7 @@ def machine(report):
 
 def _rows(report, baseline, factor, alpha):
     """Every metric's row (see ``compare``), None rows dropped."""
-    load = _load_change(baseline.results, report.results, factor, alpha)
+    load = _load_change(baseline.results, report.results, alpha)
     rows = _ratio_rows(baseline.results, report.results, factor, alpha, load)
     for name, entry in report.results.items():
         base = baseline.results.get(name)
@@ -182,38 +185,47 @@ def _row(metric, runner, baseline, new, change=None, p_value=None, verdict=UNTES
     }
 
 
-def _load_change(base, new, factor, alpha):
-    """The control's (PyTorch eager's) latency change when it is significant (the machine's
-    load changed between the runs), else None."""
+def _load_change(base, new, alpha):
+    """The control's (PyTorch eager's) ``stats.steady`` result when it is not shown steady
+    (the machine's load may have changed between the runs), else None; also for runs
+    without the control."""
     if CONTROL not in base or CONTROL not in new:
-        return None
+        return {"ratio": None}
     samples = base[CONTROL].samples_ms, new[CONTROL].samples_ms
-    change = stats.latency_change(*samples, factor, alpha)
-    return None if change["verdict"] == stats.SAME else change
+    if min(map(len, samples)) < 2:
+        return {"ratio": None}
+    found = stats.steady(*samples, alpha=alpha)
+    return None if found["steady"] else found
 
 
 def _latency_row(name, base, new, factor, alpha, load):
-    """Absolute median latency; the control's row, and every row while the control moved
-    (``load``), carry a note instead of a verdict."""
+    """Absolute median latency; the control's row, and every row while the control is not
+    shown steady (``load``), carry a note instead of a verdict."""
     change = stats.latency_change(base.samples_ms, new.samples_ms, factor, alpha)
     verdict = change["verdict"]
     if load is not None:
         verdict = _not_judged(load)
     elif name == CONTROL:
-        verdict = "control"  # unchanged: a change would have set ``load``
+        verdict = "control"  # shown steady: otherwise ``load`` would be set
     medians = base.latency.median_ms, new.latency.median_ms
     return _change_row("median latency (ms)", name, medians, change, verdict)
 
 
 def _not_judged(load):
-    return f"not judged: machine load changed (PyTorch x{load['ratio']:.2f})"
+    if load["ratio"] is None:
+        return "not judged: no PyTorch eager samples to show the load unchanged"
+    return (
+        f"not judged: machine load not shown unchanged (PyTorch x{load['ratio']:.2f}, "
+        f"{100 * load['confidence']:g} % CI {load['ci_low']:.2f}-{load['ci_high']:.2f}, "
+        f"steady needs {1 / load['band']:.2f}-{load['band']:.2f})"
+    )
 
 
 def _ratio_rows(base, new, factor, alpha, load):
     """One row per runner ratio of ``RATIOS`` both runs timed: the per-round ratios of the
     baseline against this run's (``round_ratios``), judged by ``stats.latency_change``.
 
-    While the machine's load changed (``load``), only TVM INT8 / TVM FP32 is judged: the
+    While the load is not shown unchanged (``load``), only TVM INT8 / TVM FP32 is judged: the
     two TVM builds share one runtime and thread pool, so contention slows them alike, while
     PyTorch's thread pool suffers more (measured: a busy loop on one of two cores slowed
     PyTorch eager x10.2 and TVM x3.9-4.5 on efficientnet_lite0), so ratios to PyTorch move."""
@@ -306,7 +318,9 @@ def render(result, baseline_path, factor, alpha):
         f"latency ratios (runners timed in the same rounds, so load cancels) and absolute "
         f"medians: regression/improvement when the ratio of medians passes {factor} (or "
         f"1/{factor}) and one-sided Mann-Whitney U p < {alpha}; absolute medians and ratios "
-        f"to PyTorch are not judged while PyTorch eager (the control) moved; top-1 "
+        f"to PyTorch are judged only while PyTorch eager (the control) is shown steady (its "
+        f"ratio of medians' {100 * (1 - alpha):g} % bootstrap CI within "
+        f"1/{stats.STEADY_BAND}-{stats.STEADY_BAND}); top-1 "
         f"agreement/accuracy: McNemar exact test p < {alpha}; '~' no significant change; "
         "'-' not tested"
     )

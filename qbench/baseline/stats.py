@@ -9,6 +9,10 @@ import numpy as np
 from scipy import stats
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "~"
+# The control's speed counts as unchanged only when its ratio of medians is shown within
+# this band: at most half (in log terms) of the default 1.10 factor, so that load can
+# explain at most half of a change that the factor flags.
+STEADY_BAND = 1.05
 
 
 def latency_change(base_ms, new_ms, factor=1.10, alpha=0.01):
@@ -37,6 +41,50 @@ def latency_change(base_ms, new_ms, factor=1.10, alpha=0.01):
     elif ratio < 1 / factor and p_faster < alpha:
         verdict = IMPROVEMENT
     return {"ratio": ratio, "p_slower": p_slower, "p_faster": p_faster, "verdict": verdict}
+
+
+def steady(base_ms, new_ms, band=STEADY_BAND, alpha=0.01):
+    """Whether two sets of latency samples are shown to have the same median: an
+    equivalence test (the interval must lie inside the band; Schuirmann's two one-sided
+    tests, 1987, in interval form), not the absence of a significant change.
+
+    The interval is the (1 - ``alpha``) bootstrap interval of median(new) / median(base),
+    each set resampled on its own (``scipy.stats.bootstrap``, percentile method, fixed
+    seed). Few or scattered samples give a wide interval, and so no proof of steadiness.
+
+    Args:
+        base_ms, new_ms: latency samples, ms (1-D, lengths >= 2).
+        band: the largest ratio of medians that still counts as the same speed, > 1.
+        alpha: 1 - the interval's confidence, in (0, 1).
+    Returns:
+        dict: ``ratio`` (median new / median base), ``ci_low``, ``ci_high``, ``band``,
+        ``confidence`` (1 - alpha) and ``steady`` (True when 1 / band <= ci_low and
+        ci_high <= band).
+    """
+    base, new = np.asarray(base_ms, np.float64), np.asarray(new_ms, np.float64)
+    ci = stats.bootstrap(
+        (new, base),
+        _median_ratio,
+        paired=False,
+        vectorized=True,
+        n_resamples=9999,
+        confidence_level=1 - alpha,
+        method="percentile",
+        rng=0,
+    ).confidence_interval
+    low, high = float(ci.low), float(ci.high)
+    return {
+        "ratio": float(np.median(new) / np.median(base)),
+        "ci_low": low,
+        "ci_high": high,
+        "band": band,
+        "confidence": 1 - alpha,
+        "steady": 1 / band <= low and high <= band,
+    }
+
+
+def _median_ratio(new, base, axis=-1):
+    return np.median(new, axis=axis) / np.median(base, axis=axis)
 
 
 def paired_change(base, new, alpha=0.01):

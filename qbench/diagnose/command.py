@@ -120,7 +120,7 @@ def _ranked(prepared):
 def latency_cost(prepared, kept):
     """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with every
     layer in INT8 and with the layers ``kept`` in FP32, timed interleaved
-    (``timing.interleaved``) so that load on the machine hits both alike.
+    (``timing.time_runners``) so that load on the machine hits both alike.
 
     Returns:
         dict: ``all_int8`` and ``with_fallback``, ms.
@@ -133,13 +133,11 @@ def latency_cost(prepared, kept):
     shape, n = p.model.input_shape, opts.batch_size
     x, _ = next(full_batches(p.images, p.split.calib[:n], p.model, n))
     device = targets.device_for(target)
-    calls = {
-        name: TVMRunner(
-            build.build(mod, target, p.databases).vm, device, n, shape, name
-        ).timed_call(x)
+    found = [
+        TVMRunner(build.build(mod, target, p.databases).vm, device, n, shape, name)
         for name, mod in mods.items()
-    }
-    samples = timing.interleaved(calls, opts.warmup, opts.repeat)
+    ]
+    samples = timing.time_runners(found, x, opts.warmup, opts.repeat).samples_ms
     return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}
 
 
