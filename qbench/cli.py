@@ -743,6 +743,23 @@ def main(argv=None):
         return _dispatch(args)
 
 
+def entry():
+    """The ``qbench`` console command: ``main()``, then the process ends at once.
+
+    Python's normal exit joins TVM's thread pool workers, and a worker first finishes its
+    spin-wait (300000 ``sched_yield`` calls at TVM 0.27's default spin count; a kill signal
+    does not cut it short). With another process busy on the worker's core each yield gives
+    the core away for a time slice: a run with a busy loop on one of the two Zen 3 cores had
+    written its report and then had not exited after 3 minutes. Output is flushed and
+    logging shut down first; every report and cache is already written (atomically).
+    """
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _baseline_commands(args):
     """The handlers of ``baseline``, ``compare`` and ``history`` (see ``qbench.baseline``)."""
     from .baseline import command
@@ -789,4 +806,4 @@ def _dispatch(args):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -290,6 +290,16 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     assert digest == hashlib.sha256(canonical.encode()).hexdigest()
     assert definition["quant"]["calib_mode"] == "percentile" and definition["batch_size"] == 1
     assert set(definition) >= {"weights_digest", "data_digest", "target", "qbench", "tvm"}
+    assert definition["timing"] == "settled blocks v1"
+    timed = report["environment"]["timing"]
+    samples = {len(r["latency_samples_ms"]) for r in report["results"].values()}
+    assert samples == {timed["timed_rounds"]} == {20} and timed["warmup_rounds"] == 3
+    # 23 rounds rotating (PyTorch, TVM FP32, TVM INT8): p f i | f i p | i p f switch runtime
+    # 4 times within and 2 times between rounds per 3 rounds: 7 x 6 + 2 (p f i | f i p) = 44
+    assert timed["settles"] == 44 and timed["unsettled"] == 0
+    assert timed["settings"]["TVM_NUM_THREADS"] == "1"
+    md = next((tmp_path / "rep").glob("*/report.md")).read_text()
+    assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in md
     commit = report["environment"]["qbench_commit"]
     assert commit is None or len(commit.removesuffix("-dirty")) == 40
     for name in ("tvm_fp32", "tvm_int8"):
@@ -302,3 +312,31 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     store = str(tmp_path / "store")
     assert main(["baseline", "save", str(folder), "--store", store, "--accept-fail"]) == 0
     assert main(["compare", str(folder), "--baseline", str(_stored(tmp_path))]) == 0
+
+
+def test_an_a_a_pair_under_bursty_load_flags_nothing(tmp_path):
+    """The issue's A/A pair: between two runs of one build the control (PyTorch) moved x1.18
+    in scattered samples (not significant), TVM x1.21 in tight ones (significant). A control
+    not shown steady proves nothing, so no absolute median is judged, and the per-round
+    ratios, which load cancels in, stay '~'."""
+    base, new = _fixture(seed=3), _fixture(seed=3)
+    rng = np.random.default_rng(5)
+    bursts = rng.lognormal(0, 0.25, N_SAMPLES)  # one load factor per round, all runners
+    for name, factor in (("pytorch_fp32", 1.18), ("tvm_fp32", 1.21), ("tvm_int8", 1.21)):
+        entry = new["results"][name]
+        entry["latency_samples_ms"] = [
+            s * factor * (b if name == "pytorch_fp32" else 1.0)
+            for s, b in zip(entry["latency_samples_ms"], bursts, strict=True)
+        ]
+        entry["latency"] = latency_stats(entry["latency_samples_ms"])
+    _saved(tmp_path, base)
+    assert _compare(tmp_path, new, "--json", str(tmp_path / "c.json")) == 0
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    absolute = {r["runner"]: r for r in rows if r["metric"] == "median latency (ms)"}
+    assert float(absolute["tvm_fp32"]["change"].rstrip("x")) > 1.10
+    assert absolute["tvm_fp32"]["p_value"] < 0.01  # the old rule flagged this row
+    assert absolute["pytorch_fp32"]["p_value"] > 0.01  # and took the control as unchanged
+    assert all(
+        r["verdict"].startswith("not judged: machine load not shown") for r in absolute.values()
+    )
+    assert {r["verdict"] for r in rows if r["metric"] == "latency ratio / TVM FP32"} == {"~"}

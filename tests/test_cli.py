@@ -438,6 +438,7 @@ def test_random_weights_are_announced_first_and_every_stage_has_a_line(
     monkeypatch.setattr(zoo, "_torchvision", lambda name: (namespace["build"]()[0], "random"))
     caplog.set_level(logging.INFO, logger="qbench")
     sizes = "--calib-size 2 --eval-size 4 --batch-size 2 --calib-mode max --warmup 0".split()
+    sizes += ["--min-int8-speedup", "0"]  # a tiny model's INT8 may be slower: not this test's
     code = _run(tmp_path, "--model", "resnet18", "--data", "synthetic", *sizes, "-v")
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
@@ -482,3 +483,14 @@ def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys,
     monkeypatch.setattr(cli, "_models", bug)
     assert main(["models"]) == 3  # without a Ctrl-C the same error is an internal error
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_the_console_command_ends_the_process_with_mains_exit_code(monkeypatch, capsys):
+    """``entry`` skips the interpreter's exit, which waits for TVM's spinning workers."""
+    from qbench import cli
+
+    ended = []
+    monkeypatch.setattr(cli, "main", lambda: print("done") or 4)
+    monkeypatch.setattr(cli.os, "_exit", ended.append)
+    cli.entry()
+    assert ended == [4] and capsys.readouterr().out == "done\n"

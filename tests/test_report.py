@@ -315,3 +315,25 @@ def test_int8_kernel_paths_are_named_with_the_cpu_class():
         "CPU class AVX2; INT8 layers by kernel: conv2d avx2 48, conv2d default 2"
     )
     assert int8_kernels_line({"cpu_class": "cuda", "paths": {}}).endswith("by kernel: none")
+
+
+def test_environment_line_names_the_timing_protocol_and_its_settings():
+    from qbench import timing
+    from qbench.report import environment_line
+
+    env = {
+        "cpu": "AMD EPYC",
+        "machine": "x86_64",
+        "threads": 2,
+        "qbench": "0.1.0",
+        "tvm": "0.27.0.post1",
+        "torch": "2.14.1",
+        "python": "3.11.7",
+        "target": {"kind": "llvm", "mcpu": "znver3"},
+    }
+    assert "Timing" not in environment_line(env)  # reports from before the protocol
+    env["timing"] = timing.record(3, 20, [(9.0, True), (240.0, True)])
+    line = environment_line(env)
+    assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in line
+    assert "2 settles between runtimes (median 124.5 ms, max 240.0 ms)" in line
+    assert "TVM_THREAD_POOL_SPIN_COUNT=" in line and "torch.get_num_threads=" in line
