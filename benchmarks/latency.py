@@ -5,8 +5,8 @@ warm-up, by ``qbench run``'s timing protocol (``timing.time_runners``: runners i
 round by round, each timed call after a lead-in call, settled between runtimes), so its
 figures and the run's can be compared and the ratios survive a noisy machine. TVM builds
 apply whatever the tuning database holds for the target (see ``qbench tune``); the report
-line says how many records. GMAC/s counts the conv2d/matmul multiply-accumulates of the model; "of peak"
-divides it by this CPU's register-only peak, measured in the same run by ``alu_peak.py`` with
+line says how many records. GMAC/s counts the conv2d/matmul multiply-accumulates of the
+model; "of peak" divides it by this CPU's register-only peak, measured in the same run by ``alu_peak.py`` with
 as many processes as threads: FMA for FP32 runners, and for INT8 runners the sequence of
 qbench's INT8 kernels for this CPU class (PyTorch's FBGEMM may use another: ``alu_peak.py``
 prints them all); "not measured" where none applies. Each
