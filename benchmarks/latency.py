@@ -6,12 +6,12 @@ round by round, each timed call after a lead-in call, settled between runtimes),
 figures and the run's can be compared and the ratios survive a noisy machine. TVM builds
 apply whatever the tuning database holds for the target (see ``qbench tune``); the report
 line says how many records. GMAC/s counts the conv2d/matmul multiply-accumulates of the
-model; "of peak" divides it by this CPU's register-only peak, measured in the same run by ``alu_peak.py`` with
-as many processes as threads: FMA for FP32 runners, and for INT8 runners the sequence of
-qbench's INT8 kernels for this CPU class (PyTorch's FBGEMM may use another: ``alu_peak.py``
-prints them all); "not measured" where none applies. Each
-model and batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio
-TVM INT8 / TVM FP32.
+model; "of peak" divides it by this CPU's register-only peak, measured in the same run by
+``alu_peak.py`` with as many processes as threads: FMA for FP32 runners, and for INT8
+runners the sequence of qbench's INT8 kernels for this CPU class (PyTorch's FBGEMM may use
+another: ``alu_peak.py`` prints them all); "not measured" where none applies. Each model and
+batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio TVM INT8
+/ TVM FP32.
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
 """
