@@ -94,8 +94,8 @@ def main():
             rows.append(pair(i, Path(tmp), args))
             print(*rows[-1], sep=" | ", file=sys.stderr)
     print(tabulate(rows, ["pair", "load", "compare exit", "flagged rows"], tablefmt="github"))
-    flagged = sum(r[3] != "none" for r in rows)
-    print(f"{flagged} of {len(rows)} A/A pairs flagged a change")
+    flagged = sum(r[3] != "none" or r[2] not in (0, 1) for r in rows)
+    print(f"{flagged} of {len(rows)} A/A pairs flagged a change or did not compare (exit not 0/1)")
 
 
 if __name__ == "__main__":

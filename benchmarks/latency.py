@@ -89,23 +89,26 @@ def runners(prepared, calib):
     return out, prepared.tuning
 
 
+def bench_options(model_name, batch, args, tmp, **fields):
+    """``RunOptions`` of one benchmark cell: 8 calibration images, one evaluation batch,
+    ``args``' data and threads, caches and reports in ``tmp``; ``fields`` override."""
+    return RunOptions(
+        model=model_name,
+        data=args.data,
+        calib_size=8,
+        eval_size=batch,
+        batch_size=batch,
+        threads=args.threads,
+        cache_dir=tmp,
+        reports_dir=tmp,
+        **fields,
+    )
+
+
 def measure(model_name, batch, args):
     with tempfile.TemporaryDirectory() as tmp:
-        opts = RunOptions(
-            model=model_name,
-            data=args.data,
-            calib_size=8,
-            eval_size=batch,
-            batch_size=batch,
-            threads=args.threads,
-            warmup=args.warmup,
-            repeat=args.repeat,
-            cache_dir=tmp,
-            reports_dir=tmp,
-            tuning_db=args.tuning_db,
-            quant=QuantConfig(),
-        )
-        p = prepare(opts)
+        extra = {"warmup": args.warmup, "repeat": args.repeat, "tuning_db": args.tuning_db}
+        p = prepare(bench_options(model_name, batch, args, tmp, quant=QuantConfig(), **extra))
         calib = [x for x, _ in full_batches(p.images, p.split.calib, p.model, batch)]
         x, _ = next(full_batches(p.images, p.split.eval, p.model, batch))
         macs = graph.gemm_macs(p.imported.mod)

@@ -21,11 +21,11 @@ import sys
 import tempfile
 
 import numpy as np
-from latency import grid_parser
+from latency import bench_options, grid_parser
 from tabulate import tabulate
 
 from qbench import build, speed, targets, timing
-from qbench.pipeline import RunOptions, full_batches, graphs, prepare
+from qbench.pipeline import full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report import cpu_name
 from qbench.runners import TorchRunner, TVMRunner, time_samples
@@ -35,18 +35,8 @@ def qbench_runners(model_name, batch, args):
     """(the batch x, [PyTorch eager FP32, TVM FP32, TVM INT8]) built as ``qbench run`` builds
     them (nearest weight rounding: the rounding does not change the kernels timed)."""
     with tempfile.TemporaryDirectory() as tmp:
-        opts = RunOptions(
-            model=model_name,
-            data=args.data,
-            calib_size=8,
-            eval_size=batch,
-            batch_size=batch,
-            threads=args.threads,
-            cache_dir=tmp,
-            reports_dir=tmp,
-            quant=QuantConfig(weight_rounding="nearest"),
-        )
-        p = prepare(opts)
+        nearest = QuantConfig(weight_rounding="nearest")
+        p = prepare(bench_options(model_name, batch, args, tmp, quant=nearest))
         x, _ = next(full_batches(p.images, p.split.eval, p.model, batch))
     found = [TorchRunner(p.model.module, batch, p.model.input_shape)]
     device = targets.device_for(p.target)

@@ -755,8 +755,11 @@ def entry():
     """
     code = main()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a reader that closed the pipe early: nothing more can reach it
+            pass
     os._exit(code)
 
 

@@ -2,16 +2,17 @@
 
 Two runtimes in one process disturb each other: after a call, each runtime's idle workers
 spin-wait for the next task and hold a core. Measured on a 2-core AMD EPYC Zen 3 (2 threads,
-efficientnet_lite0, batch 1; ``benchmarks/timing_fidelity.py``): PyTorch's OpenMP worker
-spins about 9 ms after each call, TVM's thread pool 200-250 ms (300000 ``sched_yield``s, its
+efficientnet_lite0, batch 1; the process' CPU time read while its main thread slept after a
+call, docs/timing.md): PyTorch's OpenMP worker spins about 9 ms after each call, TVM's thread
+pool 200-250 ms (300000 ``sched_yield``s, its
 default ``TVM_THREAD_POOL_SPIN_COUNT``), and with plain round-robin calls TVM FP32, timed
 right after PyTorch, read 1.6x its latency alone.
 
 So each round calls every runner in turn (the order rotated by one place each round, so no
 runner is always first), as one *block*:
 
-1. settle: when the previous block ran another runtime, wait until no other thread of this
-   process uses CPU (its workers asleep; ``settle``);
+1. settle: first, and whenever the previous block ran another runtime, wait until no other
+   thread of this process uses CPU (its workers asleep; ``settle``);
 2. one untimed lead-in call: the runner's own workers wake up and stay warm, its weights
    come back into cache, as in back-to-back calls of a deployed model;
 3. one timed call (``time.perf_counter``), the round's sample.
@@ -86,8 +87,8 @@ def interleaved(calls, runtimes, warmup, repeat, settle_fn=None):
 
     Args:
         calls: {runner name: zero-argument callable running one batch to completion}.
-        runtimes: {runner name: runtime name}; a block whose runtime differs from the
-            previous block's settles first.
+        runtimes: {runner name: runtime name}; the first block, and each block whose
+            runtime differs from the previous block's, settles first.
         warmup: untimed rounds, >= 0.
         repeat: timed rounds, >= 1.
         settle_fn: the settle step (default ``settle``), returning (waited ms, settled).
@@ -100,7 +101,7 @@ def interleaved(calls, runtimes, warmup, repeat, settle_fn=None):
     samples = {name: [] for name in names}
     for i in range(warmup + repeat):
         for name in _rotated(names, i):
-            if last is not None and runtimes[name] != last:
+            if runtimes[name] != last:  # the first block too: work before may still spin
                 waits.append(settle_fn())
             last = runtimes[name]
             calls[name]()  # lead-in

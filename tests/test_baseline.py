@@ -295,8 +295,9 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     samples = {len(r["latency_samples_ms"]) for r in report["results"].values()}
     assert samples == {timed["timed_rounds"]} == {20} and timed["warmup_rounds"] == 3
     # 23 rounds rotating (PyTorch, TVM FP32, TVM INT8): p f i | f i p | i p f switch runtime
-    # 4 times within and 2 times between rounds per 3 rounds: 7 x 6 + 2 (p f i | f i p) = 44
-    assert timed["settles"] == 44 and timed["unsettled"] == 0
+    # 4 times within and 2 times between rounds per 3 rounds: 7 x 6 + 2 (p f i | f i p) = 44,
+    # and the first block settles too: 45
+    assert timed["settles"] == 45 and timed["unsettled"] == 0
     assert timed["settings"]["TVM_NUM_THREADS"] == "1"
     md = next((tmp_path / "rep").glob("*/report.md")).read_text()
     assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in md

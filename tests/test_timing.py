@@ -111,7 +111,7 @@ def test_rounds_rotate_blocks_of_a_lead_in_and_a_timed_call_settling_between_run
         assert called == names[i % 3 :] + names[: i % 3]
     flat = [b[0] for b in blocks]
     switches = sum(RUNTIMES[a] != RUNTIMES[b] for a, b in zip(flat[:-1], flat[1:], strict=True))
-    assert machine.settles == len(waits) == switches
+    assert machine.settles == len(waits) == 1 + switches  # the first block settles too
     assert {name: len(s) for name, s in samples.items()} == dict.fromkeys(names, 4)
 
 
