@@ -245,9 +245,9 @@ def run(opts, attachments=None):
         logits, labels = _evaluate(runners, p.images, indices, model, opts.batch_size)
         st.note = f"{len(indices)} images"
     with stage("timing") as st:
-        timed_runs = _time(runners, p.images, p.split.eval, model, opts)
-        st.note = timing.describe(timed_runs.protocol).split(";")[0]
-    latency = timed_runs.samples_ms
+        measured = _time(runners, p.images, p.split.eval, model, opts)
+        st.note = timing.rounds(measured.protocol)
+    latency = measured.samples_ms
     results = _results(runners, logits, labels, latency)
     timed = speed.speed(latency)
     quantized = sum(plan.quantized for plan in p.plans)
@@ -262,7 +262,7 @@ def run(opts, attachments=None):
         timed,
     )
     wall_s = time.time() - started
-    return build_report(p, results, wall_s, timed, verdict, timed_runs.protocol)
+    return build_report(p, results, wall_s, timed, verdict, measured.protocol)
 
 
 def _build_runners(p):

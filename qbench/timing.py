@@ -174,11 +174,18 @@ def describe(protocol):
     unsettled = f", {protocol['unsettled']} did not settle" if protocol["unsettled"] else ""
     env = ", ".join(f"{k}={v}" for k, v in protocol["settings"].items())
     return (
-        f"{protocol['protocol']}: {protocol['warmup_rounds']} warm-up + "
-        f"{protocol['timed_rounds']} timed rounds, runners interleaved, each timed call after "
-        f"{protocol['lead_in_calls']} untimed lead-in call; {protocol['settles']} settles "
+        f"{rounds(protocol)}; {protocol['settles']} settles "
         f"between runtimes (median {waits['median']:.1f} ms, max {waits['max']:.1f} ms"
         f"{unsettled}); {env}"
+    )
+
+
+def rounds(protocol):
+    """The protocol's name and rounds in words (the run's timing stage line)."""
+    return (
+        f"{protocol['protocol']}: {protocol['warmup_rounds']} warm-up + "
+        f"{protocol['timed_rounds']} timed rounds, runners interleaved, each timed call after "
+        f"{protocol['lead_in_calls']} untimed lead-in call"
     )
 
 

@@ -115,39 +115,66 @@ def test_rounds_rotate_blocks_of_a_lead_in_and_a_timed_call_settling_between_run
     assert {name: len(s) for name, s in samples.items()} == dict.fromkeys(names, 4)
 
 
-def _burn(seconds, stop=None):
-    """A thread that keeps one core busy hashing (the GIL released) for ``seconds``."""
+class BusyThread:
+    """A fake clock (s) with another thread that uses a whole core until ``busy_until``;
+    its CPU time shows only in whole scheduler ticks, as Linux reports another core's
+    thread (``tick`` s)."""
 
-    def work():
-        data = bytes(1 << 20)
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end and not (stop and stop.is_set()):
-            hashlib.sha256(data).digest()
+    def __init__(self, busy_until, tick=0.004):
+        self.now, self.busy_until, self.tick = 0.0, busy_until, tick
 
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    return t
+    def perf_counter(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def other_cpu(self):
+        used = min(self.now, self.busy_until)
+        return used - used % self.tick
 
 
-def test_settle_waits_for_a_busy_thread_to_stop():
-    assert timing.settle()[1]  # nothing else running: settled at once
-    burner = _burn(0.15)
-    time.sleep(0.01)
+@pytest.fixture
+def busy(monkeypatch):
+    def make(busy_until):
+        b = BusyThread(busy_until)
+        clock = types.SimpleNamespace(perf_counter=b.perf_counter, sleep=b.sleep)
+        monkeypatch.setattr(timing, "time", clock)
+        monkeypatch.setattr(timing, "_other_threads_cpu", b.other_cpu)
+        return b
+
+    return make
+
+
+def test_settle_waits_for_a_busy_thread_to_stop(busy):
+    busy(0.150)
     waited_ms, settled = timing.settle()
-    assert settled and not burner.is_alive()
-    assert waited_ms >= 100
+    assert settled and 150 <= waited_ms <= 150 + 4 + 1000 * timing.QUIET_S + 1
 
 
-def test_settle_gives_up_after_its_limit_and_says_so():
-    stop = threading.Event()
-    burner = _burn(10.0, stop)
-    try:
-        time.sleep(0.01)
-        waited_ms, settled = timing.settle(max_s=0.1)
-    finally:
-        stop.set()
-        burner.join()
-    assert not settled and 100 <= waited_ms < 1000
+def test_a_quiet_window_shorter_than_a_tick_would_settle_on_a_busy_thread(busy):
+    """Why ``QUIET_S`` spans ticks: within one 4 ms tick the busy thread shows no CPU."""
+    busy(10.0)
+    assert timing.settle(quiet_s=0.003)[1]  # wrongly settled while the thread burns
+    busy(10.0)
+    assert not timing.settle(max_s=0.5)[1]
+
+
+def test_settle_gives_up_after_its_limit_and_says_so(busy):
+    busy(10.0)
+    waited_ms, settled = timing.settle(max_s=0.1)
+    assert not settled and 100 <= waited_ms <= 101
+
+
+def test_the_cpu_reading_sees_another_threads_work():
+    """``settle``'s reading, on a real thread hashing 100 MiB (the GIL released)."""
+    before = timing._other_threads_cpu()
+    data = bytes(1 << 20)
+    worker = threading.Thread(target=lambda: [hashlib.sha256(data) for _ in range(100)])
+    worker.start()
+    worker.join()
+    time.sleep(0.03)  # past the scheduler tick that credits its last CPU time
+    assert timing._other_threads_cpu() - before >= 0.02  # about 0.06 s of SHA-256
 
 
 def test_record_and_describe_give_rounds_settles_and_runtime_settings(monkeypatch):
