@@ -120,3 +120,29 @@ def test_unknown_skip_layer_is_a_user_error():
     module, shape = MODELS["conv"]
     with pytest.raises(UserError, match="no such layer"):
         quantize_tiny(module, _data(shape), QuantConfig(calib_mode="max", skip_layers=(7,)))
+
+
+class _Fork(nn.Module):
+    """One tensor read by two convs (resnet's block input feeds conv1 and the downsample)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.a = nn.Conv2d(8, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        t = torch.relu(self.stem(x))
+        return self.a(t) + self.b(t)
+
+
+def test_layers_reading_one_tensor_share_its_quantize():
+    from qbench import graph
+
+    module = _Fork().eval()
+    calib, x = _data((3, 8, 8)), _data((3, 8, 8), seed=7, batches=1)[0]
+    q = quantize_tiny(module, calib)
+    assert q.plans[1].act == q.plans[2].act  # the same tensor, so the same range
+    # one quantize of the input, one of the shared tensor (not one per reading layer)
+    assert graph.op_counts(q.int8_mod)["relax.quantize"] == 2
+    assert _rel_err(q.run("int8", x), torch_out(module, x)) < 0.05

@@ -293,5 +293,5 @@ def test_residual_blocks_keep_every_layer_on_a_hand_kernel():
         with_hand_op = {n for n in lowering.kernels(lowered) if any(op in n for op in hand_ops)}
         assert len(with_hand_op) >= 5  # identical blocks share kernels
         assert int(lowered.attrs[lowering.SCHEDULE_COUNTS]["hand"]) == len(with_hand_op)
-    # the case: the INT8 graph's residual add fused before a packed conv
-    assert any(n.startswith("fused_add") and "conv2d_packed" in n for n in with_hand_op)
+    # the INT8 graph's residual add (two tensor inputs) fused into a packed conv's epilogue
+    assert any("conv2d_packed" in n and "_add_add" in n for n in with_hand_op)

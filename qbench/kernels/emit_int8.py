@@ -1,9 +1,12 @@
 """Emitters that put one integer layer (``patterns.IntegerLayer``) on qbench's INT8 kernels.
 
-Each returns the Relax expression that replaces the layer's chain: the activations are
-quantized as the plain graph does, packed for the kernel (``layout``), and the kernel applies
-the same zero-point correction and rescale to its int32 tile as it writes the FP32 result,
-so the output is bit-identical to the plain integer graph's.
+Each returns the Relax expression that replaces the layer's chain: the layer's uint8 input
+(the graph's quantize, shared with every layer reading the same tensor) is padded with its
+zero point and packed for the kernel (``layout``), and the kernel applies the same
+zero-point correction and rescale to its int32 tile as it writes the FP32 result, so the
+output is bit-identical to the plain integer graph's. The ops after the kernel (bias,
+activation, residual add, the next layer's quantize) are elementwise: FuseOps appends them
+to the kernel, whose epilogue then stores uint8.
 """
 
 import numpy as np
@@ -17,22 +20,16 @@ def _const(array, dtype):
     return relax.const(np.asarray(array).astype(dtype), dtype)
 
 
-def _quantize(bb, x, layer, axis):
-    from tvm.relax import op
-
-    scale, zero_point = _const(layer.scale, "float32"), _const(layer.zero_point, "uint8")
-    return bb.emit(op.quantize(x, scale, zero_point, axis=axis, out_dtype="uint8"))
-
-
-def _padded(bb, x, padding):
-    """``x`` (N, C, H, W) float32 padded with real 0.0, which quantizes to the zero point;
+def _padded(bb, x_q, padding, zero_point):
+    """uint8 ``x_q`` (N, C, H, W) padded with ``zero_point``, the real 0;
     ``padding``: (top, left, bottom, right)."""
     from tvm.relax import op
 
     if not any(padding):
-        return x
+        return x_q
     top, left, bottom, right = padding
-    return bb.emit(op.nn.pad(x, [0, 0, 0, 0, top, bottom, left, right], pad_value=0.0))
+    width = [0, 0, 0, 0, top, bottom, left, right]
+    return bb.emit(op.nn.pad(x_q, width, pad_value=float(zero_point)))
 
 
 def _epilogue_constants(layer, packing):
@@ -51,13 +48,12 @@ def packed(bb, layer, packing):
     correction, rescale = _epilogue_constants(layer, packing)
     zp = int(layer.zero_point)
     if layer.attrs is None:  # matmul: the rows as one image row
-        x_q = _quantize(bb, layer.x, layer, -1)
-        data = bb.emit(bb.call_te(layout.pack_rows, x_q, zp, *_packed_data(packing)))
+        data = bb.emit(bb.call_te(layout.pack_rows, layer.x_q, zp, *_packed_data(packing)))
         weight = layout.pack_dense_weight(layer.weight, packing.block, packing.weight_dtype)
         strides, dilation, rows = (1, 1), (1, 1), True
     else:
         attrs = layer.attrs
-        x_q = _quantize(bb, _padded(bb, layer.x, layer.padding), layer, 1)
+        x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
         weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
         strides = tuple(int(s) for s in attrs.strides)
@@ -102,9 +98,7 @@ def depthwise(bb, layer):
 
     attrs = layer.attrs
     strides = tuple(int(s) for s in attrs.strides)
-    # quantize first: it fuses into the previous layer's epilogue, and the pad moves bytes
-    x_q = _quantize(bb, layer.x, layer, 1)
-    x_q, width = padded_columns(bb, x_q, layer.padding, strides, float(layer.zero_point))
+    x_q, width = padded_columns(bb, layer.x_q, layer.padding, strides, float(layer.zero_point))
     return bb.call_te(
         depthwise_conv,
         x_q,

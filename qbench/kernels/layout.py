@@ -102,8 +102,8 @@ def _ceil_to(n, block):
 def pack_nchw4c(x, zero_point, block=IC_BLOCK, dtype="uint8", offset=0):
     """(N, C, H, W) uint8 -> (N, ceil(C/block), H, W, block) of ``dtype`` (uint8 for VNNI, int16
     for AVX2's ``vpmaddwd``) holding x - ``offset``; padded channels hold the zero point.
-    (Spatial padding comes before, in FP32: padding after the quantize lets FuseOps pull the
-    quantize into the previous conv's epilogue, measured 0.1-0.15 ms slower on resnet18.)"""
+    Spatial padding comes before, on the uint8 tensor with the zero point: the quantize then
+    stays in the producing kernel's epilogue (``emit_int8``)."""
     n, c, h, w = x.shape
     chunks = _ceil_to(c, block) // block
     zp = tirx.const(int(zero_point) - offset, dtype)

@@ -41,8 +41,9 @@ class IntegerLayer:
         kind: the integer op, ``CONV2D`` or ``MATMUL``.
         op: ``CONV2D``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no kernel takes
             (grouped conv, matmul of a 3-D input), which keeps TVM's integer op.
-        x: the float32 Relax expression quantized: (N, C, H, W) for a conv, (M, K) for a
-            matmul.
+        x_q: the uint8 Relax var the layer reads, the graph's quantize of its float32 input
+            (shared by every layer reading that tensor with the same parameters): (N, C, H,
+            W) for a conv, (M, K) for a matmul, unpadded.
         attrs: the integer conv2d's attributes (None for a matmul).
         padding: the conv's padding of the quantized input, (top, left, bottom, right).
         scale: activation scale, float > 0. zero_point: activation zero point, int 0..255.
@@ -55,7 +56,7 @@ class IntegerLayer:
     call: object
     kind: str
     op: str
-    x: object
+    x_q: object
     attrs: object
     padding: tuple
     scale: float
@@ -146,7 +147,7 @@ def integer_layer(call, var2val):
         call=call,
         kind=kind,
         op=_op(op_call, kind),
-        x=found[parts["x"]],
+        x_q=(op_call if pad is None else pad).args[0],
         attrs=op_call.attrs if kind == CONV2D else None,
         padding=padding,
         scale=float(value("scale")),

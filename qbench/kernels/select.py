@@ -135,7 +135,7 @@ def _remapped(mutator, layer):
     """``layer`` with its input read through ``mutator``'s variable renames."""
     import dataclasses
 
-    return dataclasses.replace(layer, x=mutator.visit_expr(layer.x))
+    return dataclasses.replace(layer, x_q=mutator.visit_expr(layer.x_q))
 
 
 def _path_name(layer, kernel):

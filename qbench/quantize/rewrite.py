@@ -9,8 +9,13 @@ W_q with per-channel scales s_w, the rewrite emits
     acc = acc - z_x * sum(W_q)                 (zero-point correction, per output channel)
     y   = float32(acc) * (s_x * s_w)           (requantize to real scale)
 
-Everything between integer layers (bias add, activations, pooling, add, concat) stays in
-FP32, so no range is shared between branches. The graph is target-neutral: which kernel
+One uint8 tensor stands for each FP32 tensor that quantized layers read: layers reading the
+same tensor with the same parameters share one quantize (resnet's block input feeds the
+block's first conv and its downsample conv). Ops between integer layers (bias add,
+activations, pooling, add, concat) stay FP32 ops in this graph, but they are elementwise:
+lowering fuses a layer's requantize, bias, activation and the next layer's quantize into
+the layer's kernel, so where no FP32 op reads a layer's output too, the tensor written
+between two layers is the uint8 one. The graph is target-neutral: which kernel
 computes each integer layer is chosen when it is lowered (``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
@@ -53,6 +58,7 @@ def rewrite(mod, plans, simulate=False):
         def __init__(self, module):
             super().__init__(module)
             self.index = 0
+            self.quantized = {}  # (tensor, scale, zero_point, axis) -> its uint8 var
 
         def visit_call_(self, call):
             call = self.visit_expr_post_order(call)
@@ -65,7 +71,14 @@ def rewrite(mod, plans, simulate=False):
                 return call
             if simulate:
                 return _simulated(self.builder_.emit, call, kind, plan)
-            return _integer(self.builder_.emit, call, kind, plan)
+            return _integer(self.builder_.emit, call, kind, plan, self.quantize)
+
+        def quantize(self, x, act, axis):
+            """The one uint8 var of FP32 ``x`` with ``act``'s parameters."""
+            key = (x, act.scale, act.zero_point, axis)
+            if key not in self.quantized:
+                self.quantized[key] = _quantize(self.builder_.emit, x, act, axis)
+            return self.quantized[key]
 
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
@@ -100,7 +113,7 @@ def _channel_shape(kind, n):
     return (1, n, 1, 1) if kind == "conv2d" else (n,)
 
 
-def _integer(emit, call, kind, plan):
+def _integer(emit, call, kind, plan, quantize):
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
@@ -110,18 +123,18 @@ def _integer(emit, call, kind, plan):
     correction = act.zero_point * sums
     if plan.bias_shift is not None:  # + shift = - round(shift / rescale) in int32 steps
         correction = correction - np.round(plan.bias_shift / rescale).astype(np.int64)
-    acc = (_plain_conv if kind == "conv2d" else _plain_dense)(emit, call, plan)
+    acc = (_plain_conv if kind == "conv2d" else _plain_dense)(emit, call, plan, quantize)
     shape = _channel_shape(kind, n_out)
     if correction.any():
         acc = emit(op.subtract(acc, _const(correction.reshape(shape), "int32")))
     return op.multiply(emit(op.astype(acc, "float32")), _const(rescale.reshape(shape), "float32"))
 
 
-def _plain_conv(emit, call, plan):
+def _plain_conv(emit, call, plan, quantize):
     from tvm.relax import op
 
     attrs = call.attrs
-    x_q = _quantize(emit, call.args[0], plan.act, 1)
+    x_q = quantize(call.args[0], plan.act, 1)
     top, left, bottom, right = (int(p) for p in attrs.padding)
     if top or left or bottom or right:  # padded cells hold the zero point, the real 0
         pad_width = [0, 0, 0, 0, top, bottom, left, right]
@@ -142,10 +155,10 @@ def _plain_conv(emit, call, plan):
     )
 
 
-def _plain_dense(emit, call, plan):
+def _plain_dense(emit, call, plan, quantize):
     from tvm.relax import op
 
-    x_q = _quantize(emit, call.args[0], plan.act, -1)
+    x_q = quantize(call.args[0], plan.act, -1)
     return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
 
 
