@@ -97,12 +97,7 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
         ),
         config=config,
         policy=opts.policy,
-        precision={
-            "integer_ops": "conv2d, matmul: uint8 x int8 -> int32"
-            + (" (SIMULATED: fake-quantized FP32)" if opts.quant.simulate else ""),
-            "between_layers": "float32 (dequantize, bias, activation, pool, add, "
-            "concat), quantized again at the next layer",
-        },
+        precision=_precision(opts.quant.simulate),
         calibration=prepared.calibration,
         tuning=prepared.tuning,
         layers=_layers(prepared),
@@ -114,6 +109,22 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
         speed=speed,
         signoff=verdict,
     )
+
+
+def _precision(simulate):
+    """The report's words for the INT8 graph's arithmetic (``precision``)."""
+    if simulate:
+        return {
+            "integer_ops": "conv2d, matmul: SIMULATED (fake-quantized FP32)",
+            "between_layers": "float32 (quantized and dequantized at each layer's input)",
+        }
+    return {
+        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32, requantized by a float32 "
+        "multiply and round half to even (in the conv's kernel on qbench's CPU kernels)",
+        "between_layers": "uint8 where a layer's output goes only to INT8 layers (its bias, "
+        "activation and the next quantize run in its kernel); float32 elsewhere (residual "
+        "add, pool, concat), quantized at the next layer",
+    }
 
 
 def _layers(prepared):

@@ -198,6 +198,10 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
     selected = select_kernels(q.int8_mod, target)
     kernels = [gv.name_hint for gv in selected.functions]
     assert sum(name.startswith("depthwise_conv2d") for name in kernels) == 2
+    # both convs end in ReLU/ReLU6 then the next quantize: uint8 NCHW16c kernels; so does the
+    # first depthwise (bias, quantize); the dilated one feeds a flatten and stays FP32
+    assert sum(name.startswith("conv2d_packed_u8") for name in kernels) == 2
+    assert sum(name.startswith("depthwise_conv2d_u8") for name in kernels) == 1
     int8 = {"int8 conv2d depthwise": 2, f"int8 conv2d {path}": 2, f"int8 matmul {path}": 1}
     assert {k: int(v) for k, v in selected.attrs[KERNEL_PATHS].items()} == int8
     assert kernel_paths(q.int8_mod, target) == int8

@@ -16,7 +16,7 @@ broadcast against 16 int16 weights, ``vpmaddwd``, exact in int32); aarch64 takes
 layouts with int8 data (x - 128) for ``sdot``.
 """
 
-from tvm import te
+from tvm import te, tirx
 
 OC_BLOCK = 16
 IC_BLOCK = 4
@@ -103,6 +103,45 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows,
     )
 
 
+def requantized_conv_u8(
+    data, weight, correction, rescale, bias, epilogue, strides, dilation, op_name
+):
+    """The packed conv with the whole chain to the next layer's uint8 in its epilogue:
+    int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
+
+    ``correction`` int32, ``rescale`` and ``bias`` float32: te tensors (O16 * 16,), zero
+    past the layer's channels (those outputs are then the zero point, and no layer reads
+    them). ``epilogue``: (bounds, scale, zero_point), as ``patterns.RequantizedLayer``. The
+    arithmetic is the graph's ops', in their order (``relax.quantize``: clip(round(v /
+    scale) + zero_point, 0, 255)), so the result is the plain graph's bit for bit. Returns
+    the (N, O16, OH, OW, 16) uint8 tensor.
+    """
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
+    return te.compute(
+        acc.shape,
+        lambda b, oc, y, x, oc_i: requantize_u8(
+            acc[b, oc, y, x, oc_i], oc * OC_BLOCK + oc_i, (correction, rescale, bias), epilogue
+        ),
+        name="requantize_u8",
+    )
+
+
+def requantize_u8(acc, c, constants, epilogue):
+    """The uint8 of int32 accumulator ``acc`` of channel ``c``: float32(acc - correction[c])
+    * rescale[c] + bias[c], clamped to the activation's ``bounds``, then ``relax.quantize``'s
+    clip(round(v / scale) + zero_point, 0, 255). ``constants``: (correction, rescale, bias)
+    te tensors; ``epilogue``: (bounds, scale, zero_point) of a ``patterns.RequantizedLayer``.
+    """
+    correction, rescale, bias = constants
+    bounds, scale, zero_point = epilogue
+    v = (acc - correction[c]).astype("float32") * rescale[c] + bias[c]
+    if bounds is not None:
+        lo, hi = bounds
+        v = tirx.max(v if hi is None else tirx.min(v, tirx.const(hi, "float32")), lo)
+    q = tirx.round(v / tirx.const(scale, "float32")) + tirx.const(zero_point, "float32")
+    return tirx.max(tirx.min(q, tirx.const(255.0, "float32")), 0.0).astype("uint8")
+
+
 MIN_COLUMNS = 4  # fewer columns per tile leave the multipliers waiting on loads
 STRETCH = 2  # columns past the register limit allowed to reach MIN_COLUMNS
 
@@ -175,22 +214,28 @@ def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS, guarded=False, vector_rows
     ``REGISTER_COLUMNS`` (16-register CPUs). Returns the
     conv's loops (output-channel blocks, columns, 16 output channels, C/block, KH, KW,
     block) under the tile, for the caller to order."""
-    loops = sch.get_loops(out)
+    loops, lanes = sch.get_loops(out), []
     if len(loops) == 2:  # dense: (M, C)
         (cols, c), outer, inner = loops, [], []
-    else:  # conv: (N, C, OH, OW)
-        outer, c, inner, cols = [loops[0]], loops[1], [loops[2]], loops[3]
+    else:  # conv: (N, C, OH, OW), or (N, C/16, OH, OW, 16) for a uint8 NCHW16c output
+        outer, c, inner, cols, *lanes = [loops[0]], *loops[1:]
+        inner = [inner]
     out_w = int(sch.get(cols).extent)
     small = guarded and limit < REGISTER_COLUMNS
     columns = guarded_block(out_w) if small else register_block(out_w, limit)
-    pair = 2 * columns <= limit and int(sch.get(c).extent) % (2 * OC_BLOCK) == 0
-    c_o, c_i = sch.split(c, [None, OC_BLOCK * (2 if pair else 1)])
+    block = OC_BLOCK if lanes else 1  # channels per step of ``c``
+    pair = 2 * columns <= limit and int(sch.get(c).extent) * block % (2 * OC_BLOCK) == 0
+    c_o, c_i = sch.split(c, [None, OC_BLOCK // block * (2 if pair else 1)])
     x_o, x_i = sch.split(cols, [None, columns])
-    sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i)
+    sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i, *lanes)
     sch.parallel(sch.fuse(*outer, c_o, *inner))
     sch.compute_at(conv, x_o, preserve_unit_loops=True)
     sch.unroll(c_i)
-    (sch.vectorize if vector_rows else sch.unroll)(x_i)
+    if lanes:  # 16 channels of a column: one vector
+        sch.unroll(x_i)
+        sch.vectorize(lanes[0])
+    else:
+        (sch.vectorize if vector_rows else sch.unroll)(x_i)
     oc = sch.get_loops(conv)[-8]  # under the tile: N, O/16 (1 or 2), OH, OW, 16, reductions
     sch.unroll(oc)
     return [oc, *sch.get_loops(conv)[-6:]]

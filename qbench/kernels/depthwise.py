@@ -112,3 +112,37 @@ def schedule_depthwise(sch, conv, out, _target=None):
         sch.vectorize(row)
     elif width % 16 == 0:
         sch.vectorize(sch.split(row, [None, 16])[1])
+
+
+def depthwise_conv_u8(data, weight, correction, rescale, bias, epilogue, strides, dilation):
+    """TE compute: the depthwise conv in uint8 NCHW16c with its chain to the next layers'
+    uint8 (``conv2d.requantize_u8``): ``data`` (N, C16, H, W, 16) uint8, padded; ``weight``
+    (C16, KH, KW, 16) int8; ``correction`` int32, ``rescale`` and ``bias`` float32 (C16 *
+    16,); ``epilogue``: (bounds, scale, zero_point). Each tap reads 16 channels of one pixel,
+    one vector. Returns the (N, C16, OH, OW, 16) uint8 tensor."""
+    from .conv2d import requantize_u8
+
+    n, blocks, height, width, lanes = data.shape
+    kh_size, kw_size = (int(k) for k in weight.shape[1:3])
+    sh, sw = strides
+    dh, dw = dilation
+    shape = (n, blocks, out_size(height, kh_size, sh, dh), out_size(width, kw_size, sw, dw), lanes)
+
+    def taps(b, c, y, x, ci):
+        products = [
+            data[b, c, y * sh + i * dh, x * sw + j * dw, ci].astype("int32")
+            * weight[c, i, j, ci].astype("int32")
+            for i in range(kh_size)
+            for j in range(kw_size)
+        ]
+        return sum(products[1:], products[0])
+
+    acc = te.compute(shape, taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME})
+    constants = (correction, rescale, bias)
+    return te.compute(
+        shape,
+        lambda b, c, y, x, ci: requantize_u8(
+            acc[b, c, y, x, ci], c * lanes + ci, constants, epilogue
+        ),
+        name="requantize_u8",
+    )

@@ -111,3 +111,106 @@ def depthwise(bb, layer):
         primfunc_name_hint="depthwise_conv2d",
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
+
+
+def packed_requantized(bb, chain, packing):
+    """A ``patterns.RequantizedLayer`` (conv, bias, activation, the next layers' quantize)
+    on the packed kernel of ``packing`` as one kernel storing uint8 NCHW16c, 16 channels a
+    vector, then unpacked to the (N, C, OH, OW) uint8 tensor the graph's quantize gave
+    (the unpack fuses into the next layer's pad and pack, or a uint8 kernel reads the
+    NCHW16c tensor itself)."""
+    from . import layout
+    from .conv2d import requantized_conv_u8
+
+    layer = chain.layer
+    zp = int(layer.zero_point)
+    x_q = _padded(bb, layer.x_q, layer.padding, zp)
+    data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
+    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
+    sums = layer.weight.astype(np.int64).sum(axis=(1, 2, 3))
+    attrs = layer.attrs
+    blocked = bb.emit(
+        bb.call_te(
+            requantized_conv_u8,
+            data,
+            _const(weight, weight.dtype.name),
+            *_blocked_constants(chain, layer.correction - packing.offset * sums),
+            (chain.bounds, chain.scale, chain.zero_point),
+            tuple(int(s) for s in attrs.strides),
+            tuple(int(d) for d in attrs.dilation),
+            packing.op_name,
+            primfunc_name_hint="conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1],
+            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+        )
+    )
+    return bb.call_te(layout.unpack_nchw16c, blocked, layer.weight.shape[0])
+
+
+def depthwise_requantized(bb, chain):
+    """A depthwise ``patterns.RequantizedLayer`` in uint8 NCHW16c
+    (``depthwise.depthwise_conv_u8``): it reads the NCHW16c tensor of the uint8 kernel
+    before it, or packs its input, and returns the unpacked (N, C, OH, OW) uint8 tensor."""
+    from tvm.relax import op
+
+    from . import layout
+    from .conv2d import OC_BLOCK
+    from .depthwise import depthwise_conv_u8
+
+    layer, attrs = chain.layer, chain.layer.attrs
+    zp, channels = int(layer.zero_point), layer.weight.shape[0]
+    data = _blocked_source(bb, layer.x_q, zp)
+    top, left, bottom, right = layer.padding
+    if any(layer.padding):
+        width = [0, 0, 0, 0, top, bottom, left, right, 0, 0]
+        data = bb.emit(op.nn.pad(data, width, pad_value=float(zp)))
+    blocks = int(data.ty.shape[1])
+    weight = np.zeros((blocks * OC_BLOCK, *layer.weight.shape[2:]), np.int8)
+    weight[:channels] = layer.weight[:, 0]
+    weight = weight.reshape(blocks, OC_BLOCK, *weight.shape[1:]).transpose(0, 2, 3, 1)
+    blocked = bb.emit(
+        bb.call_te(
+            depthwise_conv_u8,
+            data,
+            _const(np.ascontiguousarray(weight), "int8"),
+            *_blocked_constants(chain, layer.correction, blocks * OC_BLOCK),
+            (chain.bounds, chain.scale, chain.zero_point),
+            tuple(int(s) for s in attrs.strides),
+            tuple(int(d) for d in attrs.dilation),
+            primfunc_name_hint="depthwise_conv2d_u8",
+            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+        )
+    )
+    return bb.call_te(layout.unpack_nchw16c, blocked, channels)
+
+
+def _blocked_constants(chain, correction, width=None):
+    """(correction int32, rescale, bias float32) constants of a uint8 NCHW16c kernel, each
+    of ``width`` (default: the channels rounded up to 16) entries, zero past the layer's
+    channels (those outputs are then the zero point, read by no layer)."""
+    from .conv2d import OC_BLOCK
+
+    layer = chain.layer
+    channels = len(layer.rescale)
+    width = width or -(-channels // OC_BLOCK) * OC_BLOCK
+    bias = chain.bias if chain.bias is not None else np.zeros(channels, np.float32)
+
+    def padded(values, dtype):
+        out = np.zeros(width, dtype)
+        out[:channels] = values
+        return _const(out, dtype)
+
+    return padded(correction, "int32"), padded(layer.rescale, "float32"), padded(bias, "float32")
+
+
+def _blocked_source(bb, x_q, zero_point):
+    """The uint8 NCHW16c tensor behind ``x_q`` (N, C, H, W): the one a uint8 kernel wrote,
+    when ``x_q`` is its unpack, else ``x_q`` packed."""
+    from tvm import relax
+
+    from . import layout
+
+    value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
+    callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
+    if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
+        return value.args[1].fields[0]
+    return bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))

@@ -118,6 +118,30 @@ def pack_nchw4c(x, zero_point, block=IC_BLOCK, dtype="uint8", offset=0):
     )
 
 
+def pack_nchw16c(x, zero_point):
+    """(N, C, H, W) uint8 -> (N, ceil(C/16), H, W, 16), padded channels holding the zero
+    point: the layout of the uint8 kernels' outputs (``conv2d.requantized_conv_u8``)."""
+    n, c, h, w = x.shape
+    zp = tirx.const(int(zero_point), x.dtype)
+    return te.compute(
+        (n, _ceil_to(c, OC_BLOCK) // OC_BLOCK, h, w, OC_BLOCK),
+        lambda b, co, y, xx, ci: tirx.if_then_else(
+            co * OC_BLOCK + ci < c, x[b, tirx.min(co * OC_BLOCK + ci, c - 1), y, xx], zp
+        ),
+        name="pack_nchw16c",
+    )
+
+
+def unpack_nchw16c(x, channels):
+    """(N, C16, H, W, 16) -> (N, ``channels``, H, W): the layer's channels in NCHW."""
+    n, _, h, w, _ = x.shape
+    return te.compute(
+        (n, channels, h, w),
+        lambda b, c, y, xx: x[b, c // OC_BLOCK, y, xx, c % OC_BLOCK],
+        name="unpack_nchw16c",
+    )
+
+
 def pack_rows(x, pad_value, block=IC_BLOCK, dtype=None, offset=0):
     """(M, K) -> (1, ceil(K/block), 1, M, block) of ``dtype`` (default: ``x``'s) holding
     x - ``offset``: the rows of a dense layer as one image row; padded input channels hold

@@ -175,3 +175,112 @@ def _padding(pad, op_call, zero_point):
     if float(pad.attrs.pad_value) != zero_point:
         return None
     return (top + width[4], left + width[6], bottom + width[5], right + width[7])
+
+
+@dataclass(frozen=True)
+class RequantizedLayer:
+    """An integer conv layer whose output goes straight to the next layers' quantize:
+
+        quantize(act?(add?(layer, bias)), scale, zero_point)
+
+    with every value between the layer and the quantize read by that chain only, so a
+    kernel may compute the chain in its epilogue and store uint8.
+
+    Attributes:
+        layer: the ``IntegerLayer`` (an ungrouped or a depthwise conv2d).
+        call: the chain's quantize call, which the kernel replaces.
+        bias: (O,) float32 added to the layer's output, or None.
+        bounds: (lo, hi) float clamp of the activation (ReLU: (0, None)), or None.
+        scale, zero_point: the output's uint8 parameters (float > 0, int 0..255).
+    """
+
+    layer: IntegerLayer
+    call: object
+    bias: object
+    bounds: tuple
+    scale: float
+    zero_point: int
+
+
+def use_counts(func):
+    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
+    from collections import Counter
+
+    from tvm import relax
+
+    counts = Counter()
+
+    def visit(expr):
+        if isinstance(expr, relax.Var):
+            counts[expr] += 1
+
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            relax.analysis.post_order_visit(binding.value, visit)
+    relax.analysis.post_order_visit(func.body.body, visit)
+    return counts
+
+
+def requantized_layer(call, var2val, uses):
+    """``call`` (a quantize) as a ``RequantizedLayer``, or None (``var2val``: the function's
+    bindings; ``uses``: ``use_counts`` of the function)."""
+    if _name(call) != "relax.quantize" or int(call.attrs.axis) != 1:
+        return None
+    scale, zero_point = (_scalar(arg) for arg in call.args[1:])
+    if scale is None or zero_point is None:
+        return None
+    value, bounds, bias = _single_use(call.args[0], var2val, uses), None, None
+    if _name(value) in ("relax.clip", "relax.nn.relu"):
+        bounds = _bounds(value)
+        if bounds is None:
+            return None
+        value = _single_use(value.args[0], var2val, uses)
+    if _name(value) == "relax.add":
+        bias = _channel_constant(value.args[1])
+        value = _single_use(value.args[0], var2val, uses) if bias is not None else None
+    layer = integer_layer(value, var2val) if value is not None else None
+    if layer is None or layer.op not in (CONV2D, DEPTHWISE):
+        return None
+    return RequantizedLayer(layer, call, bias, bounds, scale, int(zero_point))
+
+
+def _name(expr):
+    return getattr(getattr(expr, "op", None), "name", "")
+
+
+def _single_use(var, var2val, uses):
+    """The value bound to ``var`` when only one expression reads it, else None."""
+    return var2val.get(var) if uses.get(var, 0) == 1 else None
+
+
+def _scalar(expr):
+    """The value of a scalar constant, else None."""
+    import tvm
+
+    if not isinstance(expr, tvm.ir.expr.Constant) or expr.value.numpy().size != 1:
+        return None
+    return expr.value.numpy().reshape(-1)[0].item()
+
+
+def _channel_constant(expr):
+    """A (1, C, 1, 1) float32 constant as (C,), else None."""
+    import tvm
+
+    if not isinstance(expr, tvm.ir.expr.Constant) or expr.ty.dtype != "float32":
+        return None
+    value = expr.value.numpy()
+    if value.ndim != 4 or value.shape[0] != 1 or value.shape[2:] != (1, 1):
+        return None
+    return value.reshape(-1)
+
+
+def _bounds(call):
+    """(lo, hi) of a clip with constant bounds, (0.0, None) of a ReLU, else None."""
+    from tvm import tirx
+
+    if _name(call) == "relax.nn.relu":
+        return (0.0, None)
+    lo, hi = call.args[1:]
+    if not all(isinstance(b, tirx.IntImm | tirx.FloatImm) for b in (lo, hi)):
+        return None
+    return (float(lo.value), float(hi.value))

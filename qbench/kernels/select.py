@@ -9,6 +9,7 @@ plain, target-neutral integer graph of ``quantize.rewrite``; a new CPU class or 
 entry here.
 """
 
+import dataclasses
 import functools
 from collections import Counter
 from dataclasses import dataclass
@@ -16,7 +17,16 @@ from typing import Callable
 
 from . import emit_fp32, emit_int8
 from .layout import PACKINGS
-from .patterns import CONV2D, DEPTHWISE, MATMUL, MAX_POOL, float_layer, integer_layer
+from .patterns import (
+    CONV2D,
+    DEPTHWISE,
+    MATMUL,
+    MAX_POOL,
+    float_layer,
+    integer_layer,
+    requantized_layer,
+    use_counts,
+)
 
 KERNEL_PATHS = "qbench_kernel_paths"  # module attr: layers by precision, op and kernel path
 DEFAULT = "default"  # the path of a layer no kernel takes
@@ -33,6 +43,9 @@ class Kernel:
         features: LLVM CPU features it needs, all of them (e.g. ``("avx512vnni",)``).
         emit: ``emit(bb, layer) -> relax.Expr``, the expression replacing the layer.
         cpu_class: the CPU class the kernel stands for in reports (INT8 GEMM kernels only).
+        emit_u8: ``emit_u8(bb, chain) -> relax.Expr`` for a ``patterns.RequantizedLayer``:
+            the layer and its chain to the next quantize as one kernel storing uint8, or
+            None when the kernel has no such form.
     """
 
     path: str
@@ -41,11 +54,13 @@ class Kernel:
     features: tuple
     emit: Callable
     cpu_class: str = ""
+    emit_u8: Callable = None
 
 
 def _int8_gemm(path, features, cpu_class):
     emit = functools.partial(emit_int8.packed, packing=PACKINGS[path])
-    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class)
+    emit_u8 = functools.partial(emit_int8.packed_requantized, packing=PACKINGS[path])
+    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8)
 
 
 KERNELS = (
@@ -54,7 +69,14 @@ KERNELS = (
     _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
     _int8_gemm("avx2", ("avx2",), "AVX2"),
     _int8_gemm("neon_dot", ("dotprod",), "Arm dot product"),
-    Kernel("depthwise", "int8", (DEPTHWISE,), (), emit_int8.depthwise),
+    Kernel(
+        "depthwise",
+        "int8",
+        (DEPTHWISE,),
+        (),
+        emit_int8.depthwise,
+        emit_u8=emit_int8.depthwise_requantized,
+    ),
     Kernel("packed", "float32", (CONV2D,), (), emit_fp32.conv),
     Kernel("packed", "float32", (MATMUL,), (), emit_fp32.dense),
     Kernel("depthwise", "float32", (DEPTHWISE,), (), emit_fp32.depthwise),
@@ -107,9 +129,13 @@ def _visit(mod, target, emit):
 
     @mutator
     class _Selector(PyExprMutator):
-        var2val = {}
+        var2val, chains, absorbed = {}, {}, set()
 
         def visit_call_(self, call):
+            if call in self.chains:
+                return self._requantized(self.chains[call])
+            if call in self.absorbed:  # its chain's kernel computes it: left unused
+                return self.visit_expr_post_order(call)
             call = self.visit_expr_post_order(call)
             layer = float_layer(call) or integer_layer(call, self.var2val)
             if layer is None:
@@ -122,19 +148,40 @@ def _visit(mod, target, emit):
                 layer = _remapped(self, layer)
             return kernel.emit(self.builder_, layer)
 
+        def _requantized(self, chain):
+            paths[_path_name(chain.layer, choose(chain.layer, target))] += 1
+            if not emit:
+                return self.visit_expr_post_order(chain.call)
+            layer = _remapped(self, chain.layer)
+            kernel = choose(layer, target)
+            return kernel.emit_u8(self.builder_, dataclasses.replace(chain, layer=layer))
+
     selector = _Selector(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             selector.var2val = relax.analysis.get_var2val(func)
+            selector.chains = _chains(func, selector.var2val, target)
+            selector.absorbed = {chain.layer.call for chain in selector.chains.values()}
             new = relax.analysis.remove_all_unused(selector.visit_expr(func))
             selector.builder_.update_func(gvar, new)
     return selector.builder_.get(), paths
 
 
+def _chains(func, var2val, target):
+    """{quantize call: ``RequantizedLayer``} of ``func``'s chains whose layer's kernel has
+    a uint8 form on ``target``."""
+    uses = use_counts(func)
+    found = {}
+    for call in var2val.values():
+        chain = requantized_layer(call, var2val, uses)
+        kernel = choose(chain.layer, target) if chain is not None else None
+        if kernel is not None and kernel.emit_u8 is not None:
+            found[call] = chain
+    return found
+
+
 def _remapped(mutator, layer):
     """``layer`` with its input read through ``mutator``'s variable renames."""
-    import dataclasses
-
     return dataclasses.replace(layer, x_q=mutator.visit_expr(layer.x_q))
 
 
