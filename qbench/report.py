@@ -119,8 +119,9 @@ def _precision(simulate):
             "between_layers": "float32 (quantized and dequantized at each layer's input)",
         }
     return {
-        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32, requantized by a float32 "
-        "multiply and round half to even (in the conv's kernel on qbench's CPU kernels)",
+        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32, requantized in float32 "
+        "(rescale multiply, bias add, activation clamp, divide by the output scale, round "
+        "half to even; in the conv's kernel on qbench's CPU kernels)",
         "between_layers": "uint8 where a layer's output goes only to INT8 layers (its bias, "
         "activation and the next quantize run in its kernel); float32 elsewhere (residual "
         "add, pool, concat), quantized at the next layer",

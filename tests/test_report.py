@@ -337,3 +337,12 @@ def test_environment_line_names_the_timing_protocol_and_its_settings():
     assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in line
     assert "2 settles between runtimes (median 124.5 ms, max 240.0 ms)" in line
     assert "TVM_THREAD_POOL_SPIN_COUNT=" in line and "torch.get_num_threads=" in line
+
+
+def test_precision_names_the_requantize_scheme_and_simulation():
+    from qbench.report import _precision
+
+    built, simulated = _precision(False), _precision(True)
+    assert "round half to even" in built["integer_ops"]
+    assert built["between_layers"].startswith("uint8 where")
+    assert "SIMULATED" in simulated["integer_ops"] and "float32" in simulated["between_layers"]
