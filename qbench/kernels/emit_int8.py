@@ -32,12 +32,23 @@ def _padded(bb, x_q, padding, zero_point):
     return bb.emit(op.nn.pad(x_q, width, pad_value=float(zero_point)))
 
 
-def _epilogue_constants(layer, packing):
-    """(correction int32, rescale float32) constants for a packed kernel: the kernel sums
-    (x_q - packing.offset) * w, so its correction is (zero_point - offset) * sum(w)."""
+def _kernel_correction(layer, packing):
+    """(O,) int64 correction of a packed kernel: it sums (x_q - packing.offset) * w, so its
+    correction is the layer's, zero_point * sum(w), less offset * sum(w)."""
     sums = layer.weight.astype(np.int64).sum(axis=(1, 2, 3) if layer.attrs else 0)
-    correction = layer.correction - packing.offset * sums
-    return _const(correction, "int32"), _const(layer.rescale, "float32")
+    return layer.correction - packing.offset * sums
+
+
+def _packed_conv_inputs(bb, layer, packing):
+    """(packed data var, prepacked weight constant) of a conv layer for ``packing``: its
+    uint8 input padded with the zero point and packed to NCHW[block]c."""
+    from . import layout
+
+    zp = int(layer.zero_point)
+    x_q = _padded(bb, layer.x_q, layer.padding, zp)
+    data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
+    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
+    return data, _const(weight, weight.dtype.name)
 
 
 def packed(bb, layer, packing):
@@ -45,22 +56,21 @@ def packed(bb, layer, packing):
     (``layout.PACKINGS``)."""
     from . import layout
 
-    correction, rescale = _epilogue_constants(layer, packing)
-    zp = int(layer.zero_point)
     if layer.attrs is None:  # matmul: the rows as one image row
+        zp = int(layer.zero_point)
         data = bb.emit(bb.call_te(layout.pack_rows, layer.x_q, zp, *_packed_data(packing)))
         weight = layout.pack_dense_weight(layer.weight, packing.block, packing.weight_dtype)
+        weight = _const(weight, weight.dtype.name)
         strides, dilation, rows = (1, 1), (1, 1), True
     else:
         attrs = layer.attrs
-        x_q = _padded(bb, layer.x_q, layer.padding, zp)
-        data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
-        weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
+        data, weight = _packed_conv_inputs(bb, layer, packing)
         strides = tuple(int(s) for s in attrs.strides)
         dilation, rows = tuple(int(d) for d in attrs.dilation), False
+    correction = _const(_kernel_correction(layer, packing), "int32")
     return _requantized_conv(
         bb,
-        [data, _const(weight, weight.dtype.name), correction, rescale],
+        [data, weight, correction, _const(layer.rescale, "float32")],
         strides,
         dilation,
         rows,
@@ -122,19 +132,14 @@ def packed_requantized(bb, chain, packing):
     from . import layout
     from .conv2d import requantized_conv_u8
 
-    layer = chain.layer
-    zp = int(layer.zero_point)
-    x_q = _padded(bb, layer.x_q, layer.padding, zp)
-    data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
-    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
-    sums = layer.weight.astype(np.int64).sum(axis=(1, 2, 3))
-    attrs = layer.attrs
+    layer, attrs = chain.layer, chain.layer.attrs
+    data, weight = _packed_conv_inputs(bb, layer, packing)
     blocked = bb.emit(
         bb.call_te(
             requantized_conv_u8,
             data,
-            _const(weight, weight.dtype.name),
-            *_blocked_constants(chain, layer.correction - packing.offset * sums),
+            weight,
+            *_blocked_constants(chain, _kernel_correction(layer, packing)),
             (chain.bounds, chain.scale, chain.zero_point),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),

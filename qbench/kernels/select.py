@@ -149,11 +149,11 @@ def _visit(mod, target, emit):
             return kernel.emit(self.builder_, layer)
 
         def _requantized(self, chain):
-            paths[_path_name(chain.layer, choose(chain.layer, target))] += 1
+            kernel = choose(chain.layer, target)
+            paths[_path_name(chain.layer, kernel)] += 1
             if not emit:
                 return self.visit_expr_post_order(chain.call)
             layer = _remapped(self, chain.layer)
-            kernel = choose(layer, target)
             return kernel.emit_u8(self.builder_, dataclasses.replace(chain, layer=layer))
 
     selector = _Selector(mod)
