@@ -30,8 +30,11 @@ OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): Fu
 def conv2d_nchw4c(data, weight, strides, dilation, op_name):
     """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above,
     or with int16 values and 2-channel blocks; ``strides``, ``dilation``: (h, w) ints;
-    ``op_name``: the packing's, which selects the schedule). Returns the int32 NCHW16c
-    output tensor."""
+    ``op_name``: the packing's, which selects the schedule). ``data`` may also be a uint8
+    NCHW16c tensor, the output of a uint8 kernel (``requantized_conv_u8``), read as it is:
+    each of its 16-channel blocks holds four of the weight's 4-channel blocks (the weight's
+    input channels then padded to a multiple of 16). Returns the int32 NCHW16c output
+    tensor."""
     return blocked_conv(
         data,
         weight,
@@ -40,15 +43,26 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name):
         lambda oc, ic_o, kh, kw, ic_i, oc_i: weight[oc, ic_o, kh, kw, oc_i, ic_i],
         "int32",
         op_name,
+        block=int(weight.shape[-1]),
     )
 
 
-def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name):
-    """TE compute of a channel-blocked conv: ``data`` (N, C/b, H, W, b), padded, against
+def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, block=None):
+    """TE compute of a channel-blocked conv: ``data`` (N, C/B, H, W, B), padded, against
     ``weight`` (O/16, C/b, KH, KW, ...) read through ``weight_at(oc, ic_o, kh, kw, ic_i,
-    oc_i)``, products and sums in ``dtype``. Returns the (N, O/16, OH, OW, 16) tensor, its
-    block annotated with ``op_name``. Loops: N, O/16, OH, OW, 16, then C/b, KH, KW, b."""
-    n, ic_chunks, height, width, block = data.shape
+    oc_i)``, products and sums in ``dtype``; ``block`` b divides B (default B). Returns the
+    (N, O/16, OH, OW, 16) tensor, its block annotated with ``op_name``. Loops: N, O/16, OH,
+    OW, 16, then C/b, KH, KW, b."""
+    n, data_chunks, height, width, data_block = data.shape
+    block = block or int(data_block)
+    per_chunk = int(data_block) // block  # weight blocks in one block of data
+
+    def data_at(b, ic_o, y, x, ic_i):
+        if per_chunk == 1:
+            return data[b, ic_o, y, x, ic_i]
+        return data[b, ic_o // per_chunk, y, x, ic_o % per_chunk * block + ic_i]
+
+    ic_chunks = data_chunks * per_chunk
     oc_chunks, _, kh_size, kw_size = weight.shape[:4]
     sh, sw = strides
     dh, dw = dilation
@@ -61,7 +75,7 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name):
     return te.compute(
         (n, oc_chunks, out_h, out_w, OC_BLOCK),
         lambda b, oc, y, x, oc_i: te.sum(
-            data[b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i].astype(dtype)
+            data_at(b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i).astype(dtype)
             * weight_at(oc, ic_o, kh, kw, ic_i, oc_i).astype(dtype),
             axis=[ic_o, kh, kw, ic_i],
         ),

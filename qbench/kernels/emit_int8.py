@@ -40,14 +40,22 @@ def _kernel_correction(layer, packing):
 
 
 def _packed_conv_inputs(bb, layer, packing):
-    """(packed data var, prepacked weight constant) of a conv layer for ``packing``: its
-    uint8 input padded with the zero point and packed to NCHW[block]c."""
+    """(packed data var, prepacked weight constant) of a conv layer for ``packing``: the
+    NCHW16c tensor of the uint8 kernel that wrote its input, where the packing reads that
+    layout (``layout.Packing.reads_nchw16c``), else its uint8 input packed to
+    NCHW[block]c; either padded with the zero point."""
     from . import layout
+    from .conv2d import OC_BLOCK
 
     zp = int(layer.zero_point)
-    x_q = _padded(bb, layer.x_q, layer.padding, zp)
-    data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
-    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype)
+    blocked = _nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c else None
+    if blocked is not None:
+        data, multiple = _padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
+    else:
+        x_q = _padded(bb, layer.x_q, layer.padding, zp)
+        data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
+        multiple = None
+    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype, multiple)
     return data, _const(weight, weight.dtype.name)
 
 
@@ -155,19 +163,16 @@ def depthwise_requantized(bb, chain):
     """A depthwise ``patterns.RequantizedLayer`` in uint8 NCHW16c
     (``depthwise.depthwise_conv_u8``): it reads the NCHW16c tensor of the uint8 kernel
     before it, or packs its input, and returns the unpacked (N, C, OH, OW) uint8 tensor."""
-    from tvm.relax import op
-
     from . import layout
     from .conv2d import OC_BLOCK
     from .depthwise import depthwise_conv_u8
 
     layer, attrs = chain.layer, chain.layer.attrs
     zp, channels = int(layer.zero_point), layer.weight.shape[0]
-    data = _blocked_source(bb, layer.x_q, zp)
-    top, left, bottom, right = layer.padding
-    if any(layer.padding):
-        width = [0, 0, 0, 0, top, bottom, left, right, 0, 0]
-        data = bb.emit(op.nn.pad(data, width, pad_value=float(zp)))
+    data = _nchw16c_behind(bb, layer.x_q)
+    if data is None:
+        data = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
+    data = _padded_nchw16c(bb, data, layer.padding, zp)
     blocks = int(data.ty.shape[1])
     weight = np.zeros((blocks * OC_BLOCK, *layer.weight.shape[2:]), np.int8)
     weight[:channels] = layer.weight[:, 0]
@@ -207,15 +212,25 @@ def _blocked_constants(chain, correction, width=None):
     return padded(correction, "int32"), padded(layer.rescale, "float32"), padded(bias, "float32")
 
 
-def _blocked_source(bb, x_q, zero_point):
-    """The uint8 NCHW16c tensor behind ``x_q`` (N, C, H, W): the one a uint8 kernel wrote,
-    when ``x_q`` is its unpack, else ``x_q`` packed."""
-    from tvm import relax
+def _padded_nchw16c(bb, data, padding, zero_point):
+    """uint8 NCHW16c ``data`` padded spatially with ``zero_point``; ``padding``: (top, left,
+    bottom, right)."""
+    from tvm.relax import op
 
-    from . import layout
+    if not any(padding):
+        return data
+    top, left, bottom, right = padding
+    width = [0, 0, 0, 0, top, bottom, left, right, 0, 0]
+    return bb.emit(op.nn.pad(data, width, pad_value=float(zero_point)))
+
+
+def _nchw16c_behind(bb, x_q):
+    """The uint8 NCHW16c tensor a uint8 kernel wrote, when ``x_q`` (N, C, H, W) is its
+    unpack, else None."""
+    from tvm import relax
 
     value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
     callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
     if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
         return value.args[1].fields[0]
-    return bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))
+    return None

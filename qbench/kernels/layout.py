@@ -44,6 +44,12 @@ class Packing:
     columns: int
     offset: int = 0
 
+    @property
+    def reads_nchw16c(self):
+        """Whether the kernel can read a uint8 kernel's NCHW16c output as it is (4-byte
+        blocks of uint8, no offset), so no unpack and repack runs between the two."""
+        return self.block == IC_BLOCK and self.data_dtype == "uint8" and not self.offset
+
 
 PACKINGS = {  # by kernel path (``kernels.select``)
     "vnni": Packing(
@@ -168,11 +174,13 @@ def _shifted(value, offset, dtype):
     return (value.astype("int32") - offset).astype(dtype)
 
 
-def pack_conv_weight(w, block=IC_BLOCK, dtype=np.int8):
-    """int8 (O, C, KH, KW) -> (ceil(O/16), ceil(C/block), KH, KW, 16, block) of ``dtype``,
-    zero-padded."""
+def pack_conv_weight(w, block=IC_BLOCK, dtype=np.int8, channel_multiple=None):
+    """int8 (O, C, KH, KW) -> (ceil(O/16), C'/block, KH, KW, 16, block) of ``dtype``,
+    zero-padded; C' is C rounded up to ``channel_multiple`` (default ``block``: 16 for a
+    kernel reading NCHW16c data)."""
     o, c, kh, kw = w.shape
-    padded = np.zeros((_ceil_to(o, OC_BLOCK), _ceil_to(c, block), kh, kw), dtype)
+    c_padded = _ceil_to(c, channel_multiple or block)
+    padded = np.zeros((_ceil_to(o, OC_BLOCK), c_padded, kh, kw), dtype)
     padded[:o, :c] = w
     blocks = padded.reshape(-1, OC_BLOCK, padded.shape[1] // block, block, kh, kw)
     return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
