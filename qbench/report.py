@@ -119,12 +119,14 @@ def _precision(simulate):
             "between_layers": "float32 (quantized and dequantized at each layer's input)",
         }
     return {
-        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32, requantized in float32 "
-        "(rescale multiply, bias add, activation clamp, divide by the output scale, round "
-        "half to even; in the conv's kernel on qbench's CPU kernels)",
-        "between_layers": "uint8 where a layer's output goes only to INT8 layers (its bias, "
-        "activation and the next quantize run in its kernel); float32 elsewhere (residual "
-        "add, pool, concat), quantized at the next layer",
+        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32; where the output goes only "
+        "through bias and ReLU/ReLU6 to INT8 layers, integer requantize to uint8 (bias in "
+        "int32, one float32 multiplier per channel, round half to even, zero point, "
+        "activation as clamp: FBGEMM's scheme; in the conv's kernel on qbench's CPU "
+        "kernels); elsewhere rescaled to float32",
+        "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
+        "kernels); float32 after the others (residual add, pool, concat), quantized at the "
+        "next layer",
     }
 
 

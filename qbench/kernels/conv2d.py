@@ -117,43 +117,37 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows,
     )
 
 
-def requantized_conv_u8(
-    data, weight, correction, rescale, bias, epilogue, strides, dilation, op_name
-):
-    """The packed conv with the whole chain to the next layer's uint8 in its epilogue:
-    int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
+def requantized_conv_u8(data, weight, constants, epilogue, strides, dilation, op_name):
+    """The packed conv with its integer requantize to the next layer's uint8 in its
+    epilogue: int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
 
-    ``correction`` int32, ``rescale`` and ``bias`` float32: te tensors (O16 * 16,), zero
-    past the layer's channels (those outputs are then the zero point, and no layer reads
-    them). ``epilogue``: (bounds, scale, zero_point), as ``patterns.RequantizedLayer``. The
-    arithmetic is the graph's ops', in their order (``relax.quantize``: clip(round(v /
-    scale) + zero_point, 0, 255)), so the result is the plain graph's bit for bit. Returns
-    the (N, O16, OH, OW, 16) uint8 tensor.
+    ``constants``: (correction int32, multiplier float32, bias float32) te tensors (O16 *
+    16,), zero past the layer's channels (no layer reads those outputs). ``epilogue``: (zero_point, (q_lo,
+    q_hi)), as ``patterns.RequantizedLayer``. The arithmetic is the graph's
+    (``quantize.requantize``), in its order, so the result is the plain graph's bit for bit.
+    Returns the (N, O16, OH, OW, 16) uint8 tensor.
     """
     acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
     return te.compute(
         acc.shape,
         lambda b, oc, y, x, oc_i: requantize_u8(
-            acc[b, oc, y, x, oc_i], oc * OC_BLOCK + oc_i, (correction, rescale, bias), epilogue
+            acc[b, oc, y, x, oc_i], oc * OC_BLOCK + oc_i, constants, epilogue
         ),
         name="requantize_u8",
     )
 
 
 def requantize_u8(acc, c, constants, epilogue):
-    """The uint8 of int32 accumulator ``acc`` of channel ``c``: float32(acc - correction[c])
-    * rescale[c] + bias[c], clamped to the activation's ``bounds``, then ``relax.quantize``'s
-    clip(round(v / scale) + zero_point, 0, 255). ``constants``: (correction, rescale, bias)
-    te tensors; ``epilogue``: (bounds, scale, zero_point) of a ``patterns.RequantizedLayer``.
-    """
-    correction, rescale, bias = constants
-    bounds, scale, zero_point = epilogue
-    v = (acc - correction[c]).astype("float32") * rescale[c] + bias[c]
-    if bounds is not None:
-        lo, hi = bounds
-        v = tirx.max(v if hi is None else tirx.min(v, tirx.const(hi, "float32")), lo)
-    q = tirx.round(v / tirx.const(scale, "float32")) + tirx.const(zero_point, "float32")
-    return tirx.max(tirx.min(q, tirx.const(255.0, "float32")), 0.0).astype("uint8")
+    """The uint8 of int32 accumulator ``acc`` of channel ``c`` by the integer requantize
+    (``quantize.requantize``): clip(round(float32(acc - correction[c]) * multiplier[c] +
+    bias[c]) + zero_point, q_lo, q_hi), rounding half to even. ``constants``: (correction,
+    multiplier, bias) te tensors; ``epilogue``: (zero_point, (q_lo, q_hi))."""
+    correction, multiplier, bias = constants
+    zero_point, (q_lo, q_hi) = epilogue
+    v = tirx.round((acc - correction[c]).astype("float32") * multiplier[c] + bias[c])
+    q = v + tirx.const(zero_point, "float32")
+    q = tirx.min(q, tirx.const(float(q_hi), "float32"))
+    return tirx.max(q, tirx.const(float(q_lo), "float32")).astype("uint8")
 
 
 MIN_COLUMNS = 4  # fewer columns per tile leave the multipliers waiting on loads

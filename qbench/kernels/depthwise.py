@@ -124,12 +124,12 @@ def schedule_depthwise(sch, conv, out, _target=None):
         sch.vectorize(sch.split(row, [None, 16])[1])
 
 
-def depthwise_conv_u8(data, weight, correction, rescale, bias, epilogue, strides, dilation):
-    """TE compute: the depthwise conv in uint8 NCHW16c with its chain to the next layers'
-    uint8 (``conv2d.requantize_u8``): ``data`` (N, C16, H, W, 16) uint8, padded; ``weight``
-    (C16, KH, KW, 16) int8; ``correction`` int32, ``rescale`` and ``bias`` float32 (C16 *
-    16,); ``epilogue``: (bounds, scale, zero_point). Each tap reads 16 channels of one pixel,
-    one vector. Returns the (N, C16, OH, OW, 16) uint8 tensor."""
+def depthwise_conv_u8(data, weight, constants, epilogue, strides, dilation):
+    """TE compute: the depthwise conv in uint8 NCHW16c with its integer requantize to the
+    next layers' uint8 (``conv2d.requantize_u8``): ``data`` (N, C16, H, W, 16) uint8,
+    padded; ``weight`` (C16, KH, KW, 16) int8; ``constants``: (correction int32, multiplier
+    and bias float32), each (C16 * 16,); ``epilogue``: (zero_point, (q_lo, q_hi)). Each tap reads 16
+    channels of one pixel, one vector. Returns the (N, C16, OH, OW, 16) uint8 tensor."""
     from .conv2d import requantize_u8
 
     n, blocks, height, width, lanes = data.shape
@@ -148,7 +148,6 @@ def depthwise_conv_u8(data, weight, correction, rescale, bias, epilogue, strides
         return sum(products[1:], products[0])
 
     acc = te.compute(shape, taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME})
-    constants = (correction, rescale, bias)
     return te.compute(
         shape,
         lambda b, c, y, x, ci: requantize_u8(

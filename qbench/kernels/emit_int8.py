@@ -132,9 +132,9 @@ def depthwise(bb, layer):
 
 
 def packed_requantized(bb, chain, packing):
-    """A ``patterns.RequantizedLayer`` (conv, bias, activation, the next layers' quantize)
-    on the packed kernel of ``packing`` as one kernel storing uint8 NCHW16c, 16 channels a
-    vector, then unpacked to the (N, C, OH, OW) uint8 tensor the graph's quantize gave
+    """A ``patterns.RequantizedLayer`` (a conv and its integer requantize to the next
+    layers' uint8) on the packed kernel of ``packing`` as one kernel storing uint8 NCHW16c,
+    16 channels a vector, then unpacked to the (N, C, OH, OW) uint8 tensor the graph's quantize gave
     (the unpack fuses into the next layer's pad and pack, or a uint8 kernel reads the
     NCHW16c tensor itself)."""
     from . import layout
@@ -147,8 +147,8 @@ def packed_requantized(bb, chain, packing):
             requantized_conv_u8,
             data,
             weight,
-            *_blocked_constants(chain, _kernel_correction(layer, packing)),
-            (chain.bounds, chain.scale, chain.zero_point),
+            _blocked_constants(chain, _kernel_correction(layer, packing)),
+            (chain.zero_point, chain.bounds),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),
             packing.op_name,
@@ -182,8 +182,8 @@ def depthwise_requantized(bb, chain):
             depthwise_conv_u8,
             data,
             _const(np.ascontiguousarray(weight), "int8"),
-            *_blocked_constants(chain, layer.correction, blocks * OC_BLOCK),
-            (chain.bounds, chain.scale, chain.zero_point),
+            _blocked_constants(chain, layer.correction, blocks * OC_BLOCK),
+            (chain.zero_point, chain.bounds),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),
             primfunc_name_hint="depthwise_conv2d_u8",
@@ -194,22 +194,22 @@ def depthwise_requantized(bb, chain):
 
 
 def _blocked_constants(chain, correction, width=None):
-    """(correction int32, rescale, bias float32) constants of a uint8 NCHW16c kernel, each
-    of ``width`` (default: the channels rounded up to 16) entries, zero past the layer's
-    channels (those outputs are then the zero point, read by no layer)."""
+    """(correction int32, multiplier float32, bias float32) constants of a uint8 NCHW16c
+    kernel, each of ``width`` (default: the channels rounded up to 16) entries, zero past
+    the layer's channels (read by no layer)."""
     from .conv2d import OC_BLOCK
 
     layer = chain.layer
     channels = len(layer.rescale)
     width = width or -(-channels // OC_BLOCK) * OC_BLOCK
-    bias = chain.bias if chain.bias is not None else np.zeros(channels, np.float32)
 
     def padded(values, dtype):
         out = np.zeros(width, dtype)
         out[:channels] = values
         return _const(out, dtype)
 
-    return padded(correction, "int32"), padded(layer.rescale, "float32"), padded(bias, "float32")
+    rescale, bias = layer.rescale, chain.bias
+    return padded(correction, "int32"), padded(rescale, "float32"), padded(bias, "float32")
 
 
 def _padded_nchw16c(bb, data, padding, zero_point):

@@ -4,11 +4,16 @@ An FP32 layer is one call: conv2d or matmul of a float32 input and a constant we
 max_pool2d. An integer layer is the chain ``quantize.rewrite`` emits for one conv2d/matmul,
 matched with ``relax.dpl`` through the graph's variable bindings:
 
-    multiply(astype(subtract?(op(pad?(quantize(x, scale, zero_point)), W_q), correction)),
-             rescale)
+    multiply(astype(subtract?(op(pad?(x_q), W_q), correction)), rescale)
 
-with ``op`` a conv2d or matmul of uint8 x int8 -> int32, every operand but ``x`` constant,
-and ``pad`` (conv only) the conv's padding with the zero point.
+with ``op`` a conv2d or matmul of uint8 x int8 -> int32, ``x_q`` the uint8 input (a
+quantize, or the integer requantize of the layer before), every other operand constant, and
+``pad`` (conv only) the conv's padding with the input's zero point. A layer whose output
+the rewrite requantizes in integer (``quantize.requantize``) ends in
+
+    astype(clip(add(round(add(multiply(...), bias)), zero_point), q_lo, q_hi), "uint8")
+
+(``RequantizedLayer``), which a kernel computes whole, storing uint8.
 """
 
 import functools
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import quantizable_call
+from ..quantize.chains import name as _name
+from ..quantize.chains import scalar as _scalar
 
 # op patterns: what a kernel computes, independent of precision
 CONV2D, DEPTHWISE, MATMUL, MAX_POOL = "conv2d", "depthwise", "matmul", "max_pool2d"
@@ -42,15 +49,19 @@ class IntegerLayer:
         op: ``CONV2D``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no kernel takes
             (grouped conv, matmul of a 3-D input), which keeps TVM's integer op.
         x_q: the uint8 Relax var the layer reads, the graph's quantize of its float32 input
-            (shared by every layer reading that tensor with the same parameters): (N, C, H,
-            W) for a conv, (M, K) for a matmul, unpadded.
+            (shared by every layer reading that tensor with the same parameters) or the
+            integer requantize of the layer before: (N, C, H, W) for a conv, (M, K) for a
+            matmul, unpadded.
         attrs: the integer conv2d's attributes (None for a matmul).
         padding: the conv's padding of the quantized input, (top, left, bottom, right).
-        scale: activation scale, float > 0. zero_point: activation zero point, int 0..255.
+        zero_point: the input's zero point, int 0..255: the value of the padding (0 when
+            there is none: a kernel's padded channels meet zero weights, any value serves).
         weight: int8 numpy weights, (O, C/groups, KH, KW) or (K, N).
-        correction: (O,) int64, zero_point * sum(weight) per output channel (0 when the graph
-            subtracts none).
-        rescale: (O,) float32, scale * weight scale per output channel.
+        correction: (O,) int64 subtracted from the accumulator (zero_point * sum(weight),
+            less the bias in accumulator steps when the output is requantized in integer; 0
+            when the graph subtracts none).
+        rescale: (O,) float32 per output channel: input scale * weight scale, or the
+            integer requantize's multiplier.
     """
 
     call: object
@@ -59,7 +70,6 @@ class IntegerLayer:
     x_q: object
     attrs: object
     padding: tuple
-    scale: float
     zero_point: int
     weight: np.ndarray
     correction: np.ndarray
@@ -106,16 +116,14 @@ def _integer_pattern():
     against every multiply of a graph)."""
     from tvm.relax.dpl import is_const, is_op, wildcard
 
-    parts = {name: is_const() for name in ("scale", "zero_point", "weight", "correction")}
-    parts["x"] = wildcard()
-    parts["quantize"] = is_op("relax.quantize")(parts["x"], parts["scale"], parts["zero_point"])
-    parts["pad"] = is_op("relax.nn.pad")(parts["quantize"])
-    data = parts["pad"] | parts["quantize"]
+    parts = {name: is_const() for name in ("weight", "correction", "rescale")}
+    parts["x_q"] = wildcard()
+    parts["pad"] = is_op("relax.nn.pad")(parts["x_q"])
+    data = parts["pad"] | parts["x_q"]
     parts["op"] = is_op("relax.nn.conv2d")(data, parts["weight"]) | is_op("relax.matmul")(
-        parts["quantize"], parts["weight"]
+        parts["x_q"], parts["weight"]
     )
     corrected = is_op("relax.subtract")(parts["op"], parts["correction"])
-    parts["rescale"] = is_const()
     root = is_op("relax.multiply")(is_op("relax.astype")(corrected | parts["op"]), parts["rescale"])
     return root, parts
 
@@ -125,7 +133,7 @@ def integer_layer(call, var2val):
     bindings, ``relax.analysis.get_var2val``), else None."""
     from tvm import relax
 
-    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.multiply":
+    if not isinstance(call, relax.Call) or _name(call) != "relax.multiply":
         return None
     root, parts = _integer_pattern()
     found = root.extract_matched_expr(call, var2val)
@@ -134,9 +142,12 @@ def integer_layer(call, var2val):
     op_call, value = found[parts["op"]], lambda name: found[parts[name]].value.numpy()
     if op_call.ty.dtype != "int32" or found[parts["weight"]].ty.dtype != "int8":
         return None
-    zero_point = int(value("zero_point"))
     pad = found[parts["pad"]] if parts["pad"] in found else None
-    padding = _padding(pad, op_call, zero_point)
+    x_q = (op_call if pad is None else pad).args[0]
+    if x_q.ty.dtype != "uint8":
+        return None
+    zero_point = int(float(pad.attrs.pad_value)) if pad is not None else 0
+    padding = _padding(pad, op_call)
     if padding is None:
         return None
     kind = CONV2D if op_call.op.name == "relax.nn.conv2d" else MATMUL
@@ -147,10 +158,9 @@ def integer_layer(call, var2val):
         call=call,
         kind=kind,
         op=_op(op_call, kind),
-        x_q=(op_call if pad is None else pad).args[0],
+        x_q=x_q,
         attrs=op_call.attrs if kind == CONV2D else None,
         padding=padding,
-        scale=float(value("scale")),
         zero_point=zero_point,
         weight=weight,
         correction=np.asarray(correction, np.int64).reshape(-1),
@@ -158,129 +168,77 @@ def integer_layer(call, var2val):
     )
 
 
-def _padding(pad, op_call, zero_point):
-    """(top, left, bottom, right): the explicit ``pad`` call's (spatial only, with the zero
-    point) plus the conv's own (zero-padded uint8 is only right when the zero point is 0).
-    None for any other pad."""
+def _padding(pad, op_call):
+    """(top, left, bottom, right): the explicit ``pad`` call's (spatial, constant, integral
+    value: the zero point), the conv's own being zero as the rewrite emits it. None for any
+    other padding."""
     if op_call.op.name != "relax.nn.conv2d":
         return (0, 0, 0, 0)
-    top, left, bottom, right = (int(p) for p in op_call.attrs.padding)
-    if any((top, left, bottom, right)) and zero_point:
+    if any(int(p) for p in op_call.attrs.padding):
         return None
     if pad is None:
-        return (top, left, bottom, right)
+        return (0, 0, 0, 0)
     width = [int(w) for w in pad.attrs.pad_width]
-    if any(width[:4]) or pad.attrs.pad_mode != "constant":
+    value = float(pad.attrs.pad_value)
+    if any(width[:4]) or pad.attrs.pad_mode != "constant" or value != int(value):
         return None
-    if float(pad.attrs.pad_value) != zero_point:
-        return None
-    return (top + width[4], left + width[6], bottom + width[5], right + width[7])
+    return (width[4], width[6], width[5], width[7])
 
 
 @dataclass(frozen=True)
 class RequantizedLayer:
-    """An integer conv layer whose output goes straight to the next layers' quantize:
+    """An integer conv layer whose output the graph requantizes in integer to the next
+    layers' uint8 (``quantize.requantize``):
 
-        quantize(act?(add?(layer, bias)), scale, zero_point)
+        astype(clip(add(round(add(layer, bias)), zero_point), q_lo, q_hi), "uint8")
 
-    with every value between the layer and the quantize read by that chain only, so a
-    kernel may compute the chain in its epilogue and store uint8.
+    with ``layer`` the multiply by the requantize's multiplier, so a kernel may compute the
+    chain in its epilogue and store uint8.
 
     Attributes:
-        layer: the ``IntegerLayer`` (an ungrouped or a depthwise conv2d).
-        call: the chain's quantize call, which the kernel replaces.
-        bias: (O,) float32 added to the layer's output, or None.
-        bounds: (lo, hi) float clamp of the activation (ReLU: (0, None)), or None.
-        scale, zero_point: the output's uint8 parameters (float > 0, int 0..255).
+        layer: the ``IntegerLayer`` (an ungrouped or a depthwise conv2d); its ``rescale`` is
+            the requantize's multiplier.
+        call: the chain's last call (the cast to uint8), which the kernel replaces.
+        bias: (C,) float32, the bias in output steps.
+        zero_point: the output's zero point, int 0..255.
+        bounds: (q_lo, q_hi), ints in [0, 255]: the clamp of the quantized value.
     """
 
     layer: IntegerLayer
     call: object
-    bias: object
-    bounds: tuple
-    scale: float
+    bias: np.ndarray
     zero_point: int
-
-
-def use_counts(func):
-    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
-    from collections import Counter
-
-    from tvm import relax
-
-    counts = Counter()
-
-    def visit(expr):
-        if isinstance(expr, relax.Var):
-            counts[expr] += 1
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            relax.analysis.post_order_visit(binding.value, visit)
-    relax.analysis.post_order_visit(func.body.body, visit)
-    return counts
+    bounds: tuple
 
 
 def requantized_layer(call, var2val, uses):
-    """``call`` (a quantize) as a ``RequantizedLayer``, or None (``var2val``: the function's
-    bindings; ``uses``: ``use_counts`` of the function)."""
-    if _name(call) != "relax.quantize" or int(call.attrs.axis) != 1:
+    """``call`` (a cast to uint8) as a ``RequantizedLayer``, or None (``var2val``: the
+    function's bindings; ``uses``: ``quantize.requantize.use_counts`` of the function)."""
+    from ..quantize.chains import channel_constant, single_use
+
+    if _name(call) != "relax.astype" or call.ty.dtype != "uint8":
         return None
-    scale, zero_point = (_scalar(arg) for arg in call.args[1:])
-    if scale is None or zero_point is None:
-        return None
-    value, bounds, bias = _single_use(call.args[0], var2val, uses), None, None
-    if _name(value) in ("relax.clip", "relax.nn.relu"):
-        bounds = _bounds(value)
-        if bounds is None:
+    steps, value = [], call
+    for op in ("relax.clip", "relax.add", "relax.round", "relax.add", "relax.multiply"):
+        value = single_use(value.args[0], var2val, uses)
+        if _name(value) != op:
             return None
-        value = _single_use(value.args[0], var2val, uses)
-    if _name(value) == "relax.add":
-        bias = _channel_constant(value.args[1])
-        value = _single_use(value.args[0], var2val, uses) if bias is not None else None
-    layer = integer_layer(value, var2val) if value is not None else None
-    if layer is None or layer.op not in (CONV2D, DEPTHWISE):
+        steps.append(value)
+    clip, shift, _, bias, _ = steps
+    zero_point, bias = _scalar(shift.args[1]), channel_constant(bias.args[1])
+    q_lo, q_hi = (_prim(b) for b in clip.args[1:])
+    layer = integer_layer(value, var2val)
+    if layer is None or layer.op not in (CONV2D, DEPTHWISE) or bias is None:
         return None
-    return RequantizedLayer(layer, call, bias, bounds, scale, int(zero_point))
-
-
-def _name(expr):
-    return getattr(getattr(expr, "op", None), "name", "")
-
-
-def _single_use(var, var2val, uses):
-    """The value bound to ``var`` when only one expression reads it, else None."""
-    return var2val.get(var) if uses.get(var, 0) == 1 else None
-
-
-def _scalar(expr):
-    """The value of a scalar constant, else None."""
-    import tvm
-
-    if not isinstance(expr, tvm.ir.expr.Constant) or expr.value.numpy().size != 1:
+    if None in (zero_point, q_lo, q_hi):
         return None
-    return expr.value.numpy().reshape(-1)[0].item()
+    return RequantizedLayer(layer, call, bias, int(zero_point), (int(q_lo), int(q_hi)))
 
 
-def _channel_constant(expr):
-    """A (1, C, 1, 1) float32 constant as (C,), else None."""
-    import tvm
-
-    if not isinstance(expr, tvm.ir.expr.Constant) or expr.ty.dtype != "float32":
-        return None
-    value = expr.value.numpy()
-    if value.ndim != 4 or value.shape[0] != 1 or value.shape[2:] != (1, 1):
-        return None
-    return value.reshape(-1)
-
-
-def _bounds(call):
-    """(lo, hi) of a clip with constant bounds, (0.0, None) of a ReLU, else None."""
-    from tvm import tirx
-
-    if _name(call) == "relax.nn.relu":
-        return (0.0, None)
-    lo, hi = call.args[1:]
-    if not all(isinstance(b, tirx.IntImm | tirx.FloatImm) for b in (lo, hi)):
-        return None
-    return (float(lo.value), float(hi.value))
+def _prim(expr):
+    """The value of a constant clip bound (a PrimValue or an immediate), else None."""
+    for _ in range(2):
+        expr = getattr(expr, "value", None)
+        if isinstance(expr, int | float):
+            return expr
+    return None

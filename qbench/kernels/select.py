@@ -25,7 +25,6 @@ from .patterns import (
     float_layer,
     integer_layer,
     requantized_layer,
-    use_counts,
 )
 
 KERNEL_PATHS = "qbench_kernel_paths"  # module attr: layers by precision, op and kernel path
@@ -168,8 +167,10 @@ def _visit(mod, target, emit):
 
 
 def _chains(func, var2val, target):
-    """{quantize call: ``RequantizedLayer``} of ``func``'s chains whose layer's kernel has
-    a uint8 form on ``target``."""
+    """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
+    kernel has a uint8 form on ``target``."""
+    from ..quantize.requantize import use_counts
+
     uses = use_counts(func)
     found = {}
     for call in var2val.values():

@@ -1,4 +1,4 @@
-"""The Relax rewrite: FP32 conv2d/matmul -> uint8 x int8 -> int32, then back to FP32.
+"""The Relax rewrite: FP32 conv2d/matmul -> uint8 x int8 -> int32, requantized to uint8 or FP32.
 
 For a layer y = conv2d(x, W) with activation parameters (s_x, z_x) and int8 weights
 W_q with per-channel scales s_w, the rewrite emits
@@ -11,12 +11,13 @@ W_q with per-channel scales s_w, the rewrite emits
 
 One uint8 tensor stands for each FP32 tensor that quantized layers read: layers reading the
 same tensor with the same parameters share one quantize (resnet's block input feeds the
-block's first conv and its downsample conv). Ops between integer layers (bias add,
-activations, pooling, add, concat) stay FP32 ops in this graph, but they are elementwise:
-lowering fuses a layer's requantize, bias, activation and the next layer's quantize into
-the layer's kernel, so where no FP32 op reads a layer's output too, the tensor written
-between two layers is the uint8 one. The graph is target-neutral: which kernel
-computes each integer layer is chosen when it is lowered (``kernels.select``).
+block's first conv and its downsample conv). Then ``requantize.fold`` turns every layer
+whose output reaches the next layers' quantize only through its bias and a ReLU/ReLU6 into
+an integer requantize from the int32 accumulator to that uint8 (bias in int32, one float32
+multiplier per channel, the activation as clamp bounds), so uint8 flows from such a layer
+to the next. Other ops between integer layers (residual add, pooling, concat) stay FP32,
+quantized again at the next layer. The graph is target-neutral: which kernel computes each
+integer layer is chosen when it is lowered (``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import quantizable_call
+from . import requantize
 from .params import ActivationParams, QuantizedWeight
 
 
@@ -86,7 +88,8 @@ def rewrite(mod, plans, simulate=False):
             rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
     if rewriter.index != len(plans):
         raise ValueError(f"rewrite: {len(plans)} plans for {rewriter.index} quantizable layers")
-    return rewriter.builder_.get()
+    out = rewriter.builder_.get()
+    return out if simulate else requantize.fold(out)
 
 
 def _const(array, dtype):

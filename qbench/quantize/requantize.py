@@ -1,0 +1,176 @@
+"""The integer requantize: one INT8 layer's int32 accumulator to the next layers' uint8.
+
+``rewrite`` ends each integer layer in FP32, ``float32(acc - c) * r`` (``c``: the zero-point
+correction, ``r``: input scale times weight scale, per output channel). Where that value
+reaches the next layers' quantize only through the layer's bias add and a ReLU or ReLU6
+(each value read by that chain alone), ``fold`` replaces the chain
+
+    y = float32(acc - c) * r + b;  y = clip(y, lo, hi);  q = quantize(y, s, z)
+
+by one requantize from the accumulator, as FBGEMM's ``ReQuantizeOutput`` and XNNPACK's x86
+qs8 kernels compute it (an FP32 multiplier, rounding half to even):
+
+    q = uint8(clip(round(float32(acc - c) * m + d) + z, q_lo, q_hi))
+
+- ``m = float32(r / s)``: one multiplier per output channel, a multiply instead of the
+  quantize's divide (the divide was 13 % of a depthwise kernel's time: Intel Xeon, AVX-512);
+- ``d = float32(b / s)``: the bias in output steps, added by the same FMA (LLVM contracts the
+  multiply and add). FBGEMM rounds the bias to int32 accumulator steps instead; that moved
+  values across rounding boundaries often enough (half a step of r is up to 1 % of s on a
+  first conv) that fake quantization (``diagnose``) would have had to model it;
+- ``q_lo = max(0, z + round(lo / s))``, ``q_hi = min(255, z + round(hi / s))``: the
+  activation as clamp bounds of the quantized value (exact: rounding is monotone);
+- ``round`` is TIR's, ties to even, as ``relax.quantize`` rounds.
+
+So the result is the FP32 chain's up to float rounding. The FP32 multiplier was chosen over
+TFLite's fixed-point multiply and shift: on x86 both are one multiply per value, the FP32
+form needs no 64-bit products, and its error (a 24-bit mantissa against 31 bits) is below
+one output step.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+UINT8_MAX = 255
+
+
+@dataclass(frozen=True)
+class Requantize:
+    """The integer requantize of one layer, per output channel C.
+
+    Attributes:
+        correction: (C,) int64, subtracted from the int32 accumulator (``c``).
+        multiplier: (C,) float32, ``m``.
+        bias: (C,) float32, ``d``: the bias in output steps.
+        zero_point: the output's zero point, int 0..255.
+        bounds: (q_lo, q_hi), ints in [0, 255]: the clamp of the quantized value.
+    """
+
+    correction: np.ndarray
+    multiplier: np.ndarray
+    bias: np.ndarray
+    zero_point: int
+    bounds: tuple
+
+
+def integer_requantize(correction, rescale, bias, activation, scale, zero_point):
+    """The ``Requantize`` of a layer's FP32 chain.
+
+    Args:
+        correction: (C,) int zero-point correction ``c``.
+        rescale: (C,) float ``r``, > 0.
+        bias: (C,) float ``b`` added after the rescale (zeros without one).
+        activation: (lo, hi) float clamp (``hi`` None: ReLU), or None.
+        scale, zero_point: the output's uint8 parameters (float > 0, int 0..255).
+    """
+    q_lo, q_hi = 0, UINT8_MAX
+    if activation is not None:
+        lo, hi = activation
+        q_lo = max(q_lo, zero_point + int(np.round(lo / scale)))
+        if hi is not None:
+            q_hi = min(q_hi, zero_point + int(np.round(hi / scale)))
+    return Requantize(
+        correction=np.asarray(correction, np.int64),
+        multiplier=(np.asarray(rescale, np.float64) / scale).astype(np.float32),
+        bias=(np.asarray(bias, np.float64) / scale).astype(np.float32),
+        zero_point=int(zero_point),
+        bounds=(q_lo, max(q_lo, q_hi)),
+    )
+
+
+def reference(acc, requantize):
+    """numpy reference of the integer requantize: int32 ``acc`` (N, C, ...) -> uint8, as the
+    kernels compute it: ``float32(acc - c) * m + d`` with one rounding (an FMA: the float32
+    product is exact in float64), round half to even, zero point, clamp."""
+    shape = (1, -1) + (1,) * (acc.ndim - 2)
+    value = (acc.astype(np.int64) - requantize.correction.reshape(shape)).astype(np.float32)
+    product = value.astype(np.float64) * requantize.multiplier.reshape(shape)
+    value = (product + requantize.bias.reshape(shape)).astype(np.float32)
+    value = np.round(value) + np.float32(requantize.zero_point)
+    return np.clip(value, *requantize.bounds).astype(np.uint8)
+
+
+def use_counts(func):
+    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
+    from collections import Counter
+
+    from tvm import relax
+
+    counts = Counter()
+
+    def visit(expr):
+        if isinstance(expr, relax.Var):
+            counts[expr] += 1
+
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            relax.analysis.post_order_visit(binding.value, visit)
+    relax.analysis.post_order_visit(func.body.body, visit)
+    return counts
+
+
+def emit(emit_fn, acc, requantize):
+    """Emit the integer requantize of int32 ``acc`` (N, C, H, W) with ``emit_fn``
+    (``BlockBuilder.emit``); returns the uint8 expression (not yet emitted)."""
+    from tvm import relax
+    from tvm.relax import op
+
+    shape = (1, -1, 1, 1)
+
+    def const(values, dtype):
+        return relax.const(np.asarray(values).astype(dtype), dtype)
+
+    value = emit_fn(op.subtract(acc, const(requantize.correction.reshape(shape), "int32")))
+    value = emit_fn(op.astype(value, "float32"))
+    value = emit_fn(op.multiply(value, const(requantize.multiplier.reshape(shape), "float32")))
+    value = emit_fn(op.add(value, const(requantize.bias.reshape(shape), "float32")))
+    value = emit_fn(op.round(value))
+    value = emit_fn(op.add(value, const(float(requantize.zero_point), "float32")))
+    q_lo, q_hi = requantize.bounds
+    value = emit_fn(op.clip(value, float(q_lo), float(q_hi)))
+    return op.astype(value, "uint8")
+
+
+def fold(mod):
+    """``mod`` with every FP32 chain (``chains.find_chain``) replaced by its integer
+    requantize. Returns a new ``tvm.IRModule``."""
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    from .chains import find_chain
+
+    @mutator
+    class _Folder(PyExprMutator):
+        found = {}
+
+        def visit_call_(self, call):
+            chain, requantize = self.found.get(call, (None, None))
+            if chain is None:
+                return self.visit_expr_post_order(call)
+            return emit(self.builder_.emit, self.visit_expr(chain.acc), requantize)
+
+    folder = _Folder(mod)
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, relax.Function):
+            continue
+        var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
+        folder.found = {}
+        for call in var2val.values():
+            chain = find_chain(call, var2val, uses)
+            if chain is not None:
+                folder.found[call] = (chain, _of_chain(chain))
+        new = relax.analysis.remove_all_unused(folder.visit_expr(func))
+        folder.builder_.update_func(gvar, new)
+    return folder.builder_.get()
+
+
+def _of_chain(chain):
+    return integer_requantize(
+        chain.correction,
+        chain.rescale,
+        chain.bias,
+        chain.activation,
+        chain.scale,
+        chain.zero_point,
+    )

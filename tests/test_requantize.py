@@ -1,0 +1,167 @@
+"""The integer requantize (``quantize.requantize``): hand-derived values, TVM against its
+numpy reference bit for bit, and a whole chain of INT8 layers against numpy."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import LLVM, quantize_tiny, run_tvm
+
+from qbench import build
+from qbench.quantize.requantize import Requantize, emit, integer_requantize, reference
+
+
+def _requantize(correction, multiplier, bias=None, zero_point=0, bounds=(0, 255)):
+    bias = np.zeros(len(multiplier)) if bias is None else bias
+    return Requantize(
+        np.asarray(correction, np.int64),
+        np.asarray(multiplier, np.float32),
+        np.asarray(bias, np.float32),
+        zero_point,
+        bounds,
+    )
+
+
+def test_reference_rounds_half_to_even_and_saturates():
+    # acc * 0.5: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -1 -> 0 (clamped), 300 -> 255, 255.5 -> 256
+    acc = np.array([1, 3, 5, -2, 600, 511, 510], np.int32).reshape(1, 1, 7)
+    out = reference(acc, _requantize([0], [0.5]))
+    assert out.reshape(-1).tolist() == [0, 2, 2, 0, 255, 255, 255]
+    # zero point 3 and ReLU6-like bounds (3, 9): 2 + 3 = 5, 12 + 3 -> 9, -8 + 3 -> 3
+    acc = np.array([4, 24, -16], np.int32).reshape(1, 1, 3)
+    out = reference(acc, _requantize([0], [0.5], zero_point=3, bounds=(3, 9)))
+    assert out.reshape(-1).tolist() == [5, 9, 3]
+    # a bias of 0.25 steps: 0.5 + 0.25 -> 1, 2.5 + 0.25 -> 3, -0.5 + 0.25 -> 0
+    acc = np.array([1, 5, -1], np.int32).reshape(1, 1, 3)
+    out = reference(acc, _requantize([0], [0.5], [0.25], zero_point=1, bounds=(0, 255)))
+    assert out.reshape(-1).tolist() == [2, 4, 1]
+
+
+def test_activation_becomes_clamp_bounds_and_bias_output_steps():
+    relu6 = integer_requantize([100], [0.01], [0.123], (0.0, 6.0), 0.05, 10)
+    assert relu6.bounds == (10, 130)  # 10 + 0 / 0.05, 10 + 6 / 0.05
+    assert relu6.correction.tolist() == [100]
+    assert relu6.multiplier.tolist() == [np.float32(0.01 / 0.05)]
+    assert relu6.bias.tolist() == [np.float32(0.123 / 0.05)]
+    assert integer_requantize([0], [1.0], [0.0], (0.0, None), 0.1, 7).bounds == (7, 255)
+    assert integer_requantize([0], [1.0], [0.0], None, 0.1, 7).bounds == (0, 255)
+    # ReLU6 past the uint8 grid's end: 200 + 6 / 0.01 = 800 -> 255
+    assert integer_requantize([0], [1.0], [0.0], (0.0, 6.0), 0.01, 200).bounds == (200, 255)
+
+
+def _requantize_module(shape, requantize):
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    acc = relax.Var("acc", relax.TensorType(shape, "int32"))
+    with bb.function("main", [acc]):
+        with bb.dataflow():
+            out = bb.emit_output(emit(bb.emit, acc, requantize))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_tvm_requantize_is_the_numpy_reference_bit_for_bit():
+    """Ties at half a step, saturation at 0 and 255, ReLU6 bounds, accumulators at the int32
+    limits, multipliers above 1, per output channel."""
+    rng = np.random.default_rng(0)
+    channels = 4
+    requantize = _requantize(
+        [0, 7, -(2**20), 0],  # channel 2: acc - c past 2^31 is never produced below
+        [0.5, 3.0, 2.0**-24, 1.0e-7],
+        [0.0, 0.0, -60.0, 0.0],
+        zero_point=128,
+        bounds=(128, 200),
+    )
+    acc = rng.integers(-(2**12), 2**12, (2, channels, 5, 7)).astype(np.int32)
+    acc[0, 0, 0, :4] = [1, 3, -1, -3]  # ties: 0.5, 1.5, -0.5, -1.5
+    acc[0, 1, 0, :3] = [7, 8, 6]  # 0, 3, -3: the zero point, above it, below the clamp
+    acc[0, 2, 0, :2] = [2**31 - 1 - 2**20, -(2**31)]  # the int32 ends, after the correction
+    acc[0, 2, 1, :2] = [2**30 - 2**20, 2**30 + 2**23 - 2**20]  # 64 - 60, 64.5 - 60 -> 4
+    acc[0, 3, 0, :2] = [2**31 - 1, -(2**31)]  # 214.7 and -214.7 steps: clamped to 200, 128
+    module = _requantize_module(acc.shape, requantize)
+    executable = build.compile(module, LLVM)
+    out = run_tvm(executable, acc)
+    np.testing.assert_array_equal(out, reference(acc, requantize))
+    assert out[0, 0, 0, :4].tolist() == [128, 130, 128, 128]  # 0.5 -> 0 and 1.5 -> 2; clamp
+    assert out[0, 3, 0, :2].tolist() == [200, 128]
+    assert out[0, 2, 1, :2].tolist() == [132, 132]
+
+
+class _Chain(torch.nn.Module):
+    """conv 3x3 + ReLU6 -> depthwise 3x3 (stride 2) + ReLU -> conv 1x1 (FP32 logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 20, 3, padding=1)
+        self.dw = torch.nn.Conv2d(20, 20, 3, stride=2, padding=1, groups=20)
+        self.head = torch.nn.Conv2d(20, 5, 1)
+
+    def forward(self, x):
+        x = torch.nn.functional.relu6(self.conv(x))
+        return self.head(torch.relu(self.dw(x)))
+
+
+def _quantize_input(x, act):
+    q = np.round(x.astype(np.float32) / np.float32(act.scale)) + act.zero_point
+    return np.clip(q, 0, 255)
+
+
+def _exact_conv(q, w, zero_point, module):
+    pad = module.padding[0]
+    q = np.pad(q, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=zero_point)
+    return torch.nn.functional.conv2d(
+        torch.from_numpy(q.astype(np.float64)),
+        torch.from_numpy(w.astype(np.float64)),
+        stride=module.stride,
+        groups=module.groups,
+    ).numpy()
+
+
+def _layer_numpy(q, plan, module, out_act=None, activation=None):
+    """One integer layer in numpy: exact int conv, then the integer requantize to
+    ``out_act``'s uint8 (``quantize.requantize``'s algorithm, written anew), or (the last
+    layer) FP32 rescale and bias."""
+    w = plan.weight.q
+    acc = _exact_conv(q, w, plan.act.zero_point, module).astype(np.int64)
+    c = plan.act.zero_point * w.astype(np.int64).sum(axis=(1, 2, 3))
+    r = np.float32(plan.act.scale * plan.weight.scale.astype(np.float64))
+    r = np.broadcast_to(r, (w.shape[0],))
+    bias = module.bias.detach().numpy().astype(np.float64)
+    if out_act is None:
+        y = (acc - c.reshape(1, -1, 1, 1)).astype(np.float32) * r.reshape(1, -1, 1, 1)
+        return y + bias.astype(np.float32).reshape(1, -1, 1, 1)
+    m = (r.astype(np.float64) / out_act.scale).astype(np.float32).reshape(1, -1, 1, 1)
+    d = (bias / out_act.scale).astype(np.float32).reshape(1, -1, 1, 1)
+    v = (acc - c.reshape(1, -1, 1, 1)).astype(np.float32).astype(np.float64) * m + d
+    v = np.round(v.astype(np.float32))  # one rounding: the FMA
+    lo, hi = activation
+    q_lo = max(0, out_act.zero_point + round(lo / out_act.scale))
+    q_hi = 255 if hi is None else min(255, out_act.zero_point + round(hi / out_act.scale))
+    return np.clip(v + np.float32(out_act.zero_point), q_lo, q_hi)
+
+
+@pytest.mark.parametrize("hand_kernels", [True, False])
+def test_int8_chain_equals_numpy_integer_pipeline(hand_kernels):
+    """Every uint8 tensor between the layers and the logits, recomputed in numpy from the
+    plan's scales, zero points and int8 weights, on qbench's kernels for this CPU and on
+    TVM's own integer ops. The integer stages are exact; the FP32 logits, rescale and bias,
+    may differ by the rounding of one product (LLVM fuses the multiply and add into an FMA),
+    far below what one uint8 step of the head's input moves them (at least its rescale)."""
+    net = _Chain().eval()
+    rng = np.random.default_rng(1)
+    calib = [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)]
+    q = quantize_tiny(net, calib)
+    assert all(plan.quantized for plan in q.plans)
+    ops = q.int8_mod["main"].script()
+    assert ops.count("R.quantize(") == 1  # the model input only: uint8 from there on
+    assert ops.count("R.round(") == 2
+    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
+    conv, dw, head = q.plans
+    q0 = _quantize_input(x, conv.act)
+    q1 = _layer_numpy(q0, conv, net.conv, dw.act, (0.0, 6.0))
+    q2 = _layer_numpy(q1, dw, net.dw, head.act, (0.0, None))
+    expected = _layer_numpy(q2, head, net.head)
+    executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+    one_step = float(np.min(head.act.scale * head.weight.scale))
+    assert one_step > 10 * 2e-7
+    np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
