@@ -297,5 +297,31 @@ def test_residual_blocks_keep_every_layer_on_a_hand_kernel():
         with_hand_op = {n for n in lowering.kernels(lowered) if any(op in n for op in hand_ops)}
         assert len(with_hand_op) >= 5  # identical blocks share kernels
         assert int(lowered.attrs[lowering.SCHEDULE_COUNTS]["hand"]) == len(with_hand_op)
-    # the INT8 graph's residual add (two tensor inputs) fused into a packed conv's epilogue
-    assert any("conv2d_packed" in n and "_add_add" in n for n in with_hand_op)
+    # the residual adds: the first two blocks' add their input's uint8 in the project conv's
+    # integer requantize (uint8 kernels); the last block's output feeds the average pool, so
+    # its add stays in the FP32 epilogue, reading the block input's uint8 dequantized
+    assert sum(n.startswith("conv2d_packed_u8") for n in with_hand_op) >= 3
+    assert any("conv2d_packed" in n and "dequantize_add" in n for n in with_hand_op)
+    # quantized from FP32: the model input and the classifier's (after the average pool)
+    assert q.int8_mod["main"].script().count("R.quantize(") == 2
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_residual_blocks_on_kernels_match_plain_integer_graph(path):
+    """The residual inputs the uint8 kernels add (as NCHW16c from the kernel before, or
+    packed) give the plain integer graph's logits bit for bit."""
+    target = _run_target(path)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 24, 3, padding=1),
+        _InvertedResidual(24),
+        _InvertedResidual(24),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(24, 10),
+    )
+    rng = np.random.default_rng(6)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, 12, 12)).astype(np.float32)])
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    executable = build.compile(q.int8_mod, target)
+    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
+    np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))

@@ -245,24 +245,67 @@ def quantized(model, fakes, active, measure=None):
         input as quantized).
     """
     seen, handles = {}, []
+    residuals = _QuantizedResiduals()
     weights = {f"{f.name}.weight": f.weight_q for f in fakes if f.index in active}
     for fake in fakes:
         if fake.index in active:
-            handles.append(fake.module.register_forward_pre_hook(_quantize_first_arg(fake)))
+            hook = _quantize_first_arg(fake, residuals)
+            handles.append(fake.module.register_forward_pre_hook(hook))
         on = fake.index in active
         handles.append(fake.module.register_forward_hook(_record(seen, fake, on, measure)))
+
+    def run(x):
+        residuals.twins.clear()
+        with residuals:
+            return torch.func.functional_call(model, weights, (x,))
+
     try:
-        yield (lambda x: torch.func.functional_call(model, weights, (x,))), seen
+        yield run, seen
     finally:
         for h in handles:
             h.remove()
 
 
-def _quantize_first_arg(fake):
+def _quantize_first_arg(fake, residuals):
     def pre_hook(module, args):
-        return (fake.quantize_input(args[0]), *args[1:])
+        quantized_input = fake.quantize_input(args[0])
+        if isinstance(module, torch.nn.Conv2d):
+            residuals.twins[id(args[0])] = (args[0], quantized_input)
+        return (quantized_input, *args[1:])
 
     return pre_hook
+
+
+_ADDS = (torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__)
+_ADDS_IN_PLACE = (torch.Tensor.add_, torch.Tensor.__iadd__)
+
+
+class _QuantizedResiduals(TorchFunctionMode):
+    """The INT8 graph's residual adds (``quantize.rewrite``): an add of two float32 tensors
+    of one 4-D shape reads, for an input that a quantized conv has read before, that
+    conv's quantized input, as the graph reads its uint8 tensor dequantized. ``twins`` maps
+    id(tensor) -> (tensor, its quantized copy), filled by the convs' pre-hooks in the
+    order the model runs (the graph's order, which ``torch.export`` keeps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.twins = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _ADDS + _ADDS_IN_PLACE and len(args) == 2 and self._residual(*args):
+            first = args[0] if func in _ADDS_IN_PLACE else self._twin(args[0])
+            args = (first, self._twin(args[1]))
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def _residual(a, b):
+        tensors = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        return tensors and a.dim() == 4 and a.shape == b.shape and a.dtype == torch.float32
+
+    def _twin(self, x):
+        found = self.twins.get(id(x))
+        return found[1] if found is not None and found[0] is x else x
 
 
 def _record(seen, fake, active, measure):

@@ -122,30 +122,37 @@ def requantized_conv_u8(data, weight, constants, epilogue, strides, dilation, op
     epilogue: int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
 
     ``constants``: (correction int32, multiplier float32, bias float32) te tensors (O16 *
-    16,), zero past the layer's channels (no layer reads those outputs). ``epilogue``: (zero_point, (q_lo,
-    q_hi)), as ``patterns.RequantizedLayer``. The arithmetic is the graph's
-    (``quantize.requantize``), in its order, so the result is the plain graph's bit for bit.
-    Returns the (N, O16, OH, OW, 16) uint8 tensor.
+    16,), zero past the layer's channels (no layer reads those outputs), and with a residual
+    input its uint8 (N, O16, OH, OW, 16) te tensor. ``epilogue``: (zero_point, (q_lo, q_hi),
+    (k, z_t) of the residual or None), as ``patterns.RequantizedLayer``. The arithmetic is
+    the graph's (``quantize.requantize``), in its order, so the result is the plain graph's
+    bit for bit. Returns the (N, O16, OH, OW, 16) uint8 tensor.
     """
     acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
-    return te.compute(
-        acc.shape,
-        lambda b, oc, y, x, oc_i: requantize_u8(
-            acc[b, oc, y, x, oc_i], oc * OC_BLOCK + oc_i, constants, epilogue
-        ),
-        name="requantize_u8",
-    )
+    residual = constants[3] if len(constants) > 3 else None
+
+    def value(b, oc, y, x, oc_i):
+        added = residual[b, oc, y, x, oc_i] if residual is not None else None
+        channel = oc * OC_BLOCK + oc_i
+        return requantize_u8(acc[b, oc, y, x, oc_i], channel, constants, epilogue, added)
+
+    return te.compute(acc.shape, value, name="requantize_u8")
 
 
-def requantize_u8(acc, c, constants, epilogue):
+def requantize_u8(acc, c, constants, epilogue, residual=None):
     """The uint8 of int32 accumulator ``acc`` of channel ``c`` by the integer requantize
     (``quantize.requantize``): clip(round(float32(acc - correction[c]) * multiplier[c] +
-    bias[c]) + zero_point, q_lo, q_hi), rounding half to even. ``constants``: (correction,
-    multiplier, bias) te tensors; ``epilogue``: (zero_point, (q_lo, q_hi))."""
-    correction, multiplier, bias = constants
-    zero_point, (q_lo, q_hi) = epilogue
-    v = tirx.round((acc - correction[c]).astype("float32") * multiplier[c] + bias[c])
-    q = v + tirx.const(zero_point, "float32")
+    bias[c] (+ float32(residual - z_t) * k)) + zero_point, q_lo, q_hi), rounding half to
+    even. ``constants``: (correction, multiplier, bias, ...) te tensors; ``epilogue``:
+    (zero_point, (q_lo, q_hi), (k, z_t) or None); ``residual``: the residual input's uint8
+    value at this output, or None."""
+    correction, multiplier, bias = constants[:3]
+    zero_point, (q_lo, q_hi), residual_params = epilogue
+    v = (acc - correction[c]).astype("float32") * multiplier[c] + bias[c]
+    if residual is not None:
+        k, z_t = residual_params
+        v = v + (residual.astype("int32") - z_t).astype("float32") * tirx.const(k, "float32")
+    q = tirx.round(v) + tirx.const(zero_point, "float32")
     q = tirx.min(q, tirx.const(float(q_hi), "float32"))
     return tirx.max(q, tirx.const(float(q_lo), "float32")).astype("uint8")
 

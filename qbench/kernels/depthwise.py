@@ -129,8 +129,9 @@ def depthwise_conv_u8(data, weight, constants, epilogue, strides, dilation):
     """TE compute: the depthwise conv in uint8 NCHW16c with its integer requantize to the
     next layers' uint8 (``conv2d.requantize_u8``): ``data`` (N, C16, H, W, 16) uint8,
     padded; ``weight`` (C16, KH, KW, 16) int8; ``constants``: (correction int32, multiplier
-    and bias float32), each (C16 * 16,); ``epilogue``: (zero_point, (q_lo, q_hi)). Each tap reads 16
-    channels of one pixel, one vector. Returns the (N, C16, OH, OW, 16) uint8 tensor."""
+    and bias float32), each (C16 * 16,); ``epilogue``: (zero_point, (q_lo, q_hi), None).
+    Each tap reads 16 channels of one pixel, one vector. Returns the (N, C16, OH, OW, 16)
+    uint8 tensor."""
     from .conv2d import requantize_u8
 
     n, blocks, height, width, lanes = data.shape

@@ -133,22 +133,28 @@ def depthwise(bb, layer):
 
 def packed_requantized(bb, chain, packing):
     """A ``patterns.RequantizedLayer`` (a conv and its integer requantize to the next
-    layers' uint8) on the packed kernel of ``packing`` as one kernel storing uint8 NCHW16c,
-    16 channels a vector, then unpacked to the (N, C, OH, OW) uint8 tensor the graph's quantize gave
-    (the unpack fuses into the next layer's pad and pack, or a uint8 kernel reads the
-    NCHW16c tensor itself)."""
+    layers' uint8, a residual input included) on the packed kernel of ``packing`` as one
+    kernel storing uint8 NCHW16c, 16 channels a vector, then unpacked to the (N, C, OH, OW)
+    uint8 tensor the graph's requantize gave (a uint8 kernel after it reads the NCHW16c
+    tensor itself, so the unpack runs only for other readers)."""
     from . import layout
     from .conv2d import requantized_conv_u8
 
     layer, attrs = chain.layer, chain.layer.attrs
     data, weight = _packed_conv_inputs(bb, layer, packing)
+    constants = _blocked_constants(chain, _kernel_correction(layer, packing))
+    residual = None
+    if chain.residual is not None:
+        t_q, k, z_t = chain.residual
+        constants = (*constants, _nchw16c_of(bb, t_q, z_t))
+        residual = (k, z_t)
     blocked = bb.emit(
         bb.call_te(
             requantized_conv_u8,
             data,
             weight,
-            _blocked_constants(chain, _kernel_correction(layer, packing)),
-            (chain.zero_point, chain.bounds),
+            constants,
+            (chain.zero_point, chain.bounds, residual),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),
             packing.op_name,
@@ -169,10 +175,7 @@ def depthwise_requantized(bb, chain):
 
     layer, attrs = chain.layer, chain.layer.attrs
     zp, channels = int(layer.zero_point), layer.weight.shape[0]
-    data = _nchw16c_behind(bb, layer.x_q)
-    if data is None:
-        data = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
-    data = _padded_nchw16c(bb, data, layer.padding, zp)
+    data = _padded_nchw16c(bb, _nchw16c_of(bb, layer.x_q, zp), layer.padding, zp)
     blocks = int(data.ty.shape[1])
     weight = np.zeros((blocks * OC_BLOCK, *layer.weight.shape[2:]), np.int8)
     weight[:channels] = layer.weight[:, 0]
@@ -183,7 +186,7 @@ def depthwise_requantized(bb, chain):
             data,
             _const(np.ascontiguousarray(weight), "int8"),
             _blocked_constants(chain, layer.correction, blocks * OC_BLOCK),
-            (chain.zero_point, chain.bounds),
+            (chain.zero_point, chain.bounds, None),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),
             primfunc_name_hint="depthwise_conv2d_u8",
@@ -222,6 +225,17 @@ def _padded_nchw16c(bb, data, padding, zero_point):
     top, left, bottom, right = padding
     width = [0, 0, 0, 0, top, bottom, left, right, 0, 0]
     return bb.emit(op.nn.pad(data, width, pad_value=float(zero_point)))
+
+
+def _nchw16c_of(bb, x_q, zero_point):
+    """uint8 ``x_q`` (N, C, H, W) in NCHW16c: the tensor a uint8 kernel wrote, when ``x_q``
+    is its unpack, else ``x_q`` packed (padded channels holding ``zero_point``)."""
+    from . import layout
+
+    blocked = _nchw16c_behind(bb, x_q)
+    if blocked is None:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))
+    return blocked
 
 
 def _nchw16c_behind(bb, x_q):

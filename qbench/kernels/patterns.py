@@ -11,9 +11,11 @@ quantize, or the integer requantize of the layer before), every other operand co
 ``pad`` (conv only) the conv's padding with the input's zero point. A layer whose output
 the rewrite requantizes in integer (``quantize.requantize``) ends in
 
-    astype(clip(add(round(add(multiply(...), bias)), zero_point), q_lo, q_hi), "uint8")
+    astype(clip(add(round(add?(add(multiply(...), bias), residual)), zero_point), q_lo, q_hi),
+           "uint8")
 
-(``RequantizedLayer``), which a kernel computes whole, storing uint8.
+with ``residual`` = multiply(astype(subtract(astype(t_q, "int32"), z_t)), k) for a residual
+input t_q (``RequantizedLayer``), which a kernel computes whole, storing uint8.
 """
 
 import functools
@@ -202,6 +204,8 @@ class RequantizedLayer:
         bias: (C,) float32, the bias in output steps.
         zero_point: the output's zero point, int 0..255.
         bounds: (q_lo, q_hi), ints in [0, 255]: the clamp of the quantized value.
+        residual: (t_q, k, z_t): a residual input's uint8 Relax var (the output's shape),
+            its multiplier to output steps (float) and its zero point; or None.
     """
 
     layer: IntegerLayer
@@ -209,6 +213,7 @@ class RequantizedLayer:
     bias: np.ndarray
     zero_point: int
     bounds: tuple
+    residual: tuple = None
 
 
 def requantized_layer(call, var2val, uses):
@@ -219,20 +224,44 @@ def requantized_layer(call, var2val, uses):
     if _name(call) != "relax.astype" or call.ty.dtype != "uint8":
         return None
     steps, value = [], call
-    for op in ("relax.clip", "relax.add", "relax.round", "relax.add", "relax.multiply"):
+    for op in ("relax.clip", "relax.add", "relax.round", "relax.add"):
         value = single_use(value.args[0], var2val, uses)
         if _name(value) != op:
             return None
         steps.append(value)
-    clip, shift, _, bias, _ = steps
-    zero_point, bias = _scalar(shift.args[1]), channel_constant(bias.args[1])
-    q_lo, q_hi = (_prim(b) for b in clip.args[1:])
-    layer = integer_layer(value, var2val)
-    if layer is None or layer.op not in (CONV2D, DEPTHWISE) or bias is None:
+    clip, shift, _, value = steps
+    residual = None
+    if channel_constant(value.args[1]) is None:  # the residual add, then the bias add
+        residual = _residual_term(single_use(value.args[1], var2val, uses), var2val, uses)
+        value = single_use(value.args[0], var2val, uses)
+        if residual is None or _name(value) != "relax.add":
+            return None
+    bias = channel_constant(value.args[1])
+    zero_point, (q_lo, q_hi) = _scalar(shift.args[1]), (_prim(b) for b in clip.args[1:])
+    layer = integer_layer(single_use(value.args[0], var2val, uses), var2val)
+    if layer is None or bias is None or None in (zero_point, q_lo, q_hi):
         return None
-    if None in (zero_point, q_lo, q_hi):
+    if layer.op != CONV2D and not (layer.op == DEPTHWISE and residual is None):
         return None
-    return RequantizedLayer(layer, call, bias, int(zero_point), (int(q_lo), int(q_hi)))
+    bounds = (int(q_lo), int(q_hi))
+    return RequantizedLayer(layer, call, bias, int(zero_point), bounds, residual)
+
+
+def _residual_term(value, var2val, uses):
+    """(t_q, k, z_t) of multiply(astype(subtract(astype(t_q, "int32"), z_t)), k), else
+    None."""
+    from ..quantize.chains import single_use
+
+    k = _scalar(value.args[1]) if _name(value) == "relax.multiply" else None
+    cast = single_use(value.args[0], var2val, uses) if k is not None else None
+    shifted = single_use(cast.args[0], var2val, uses) if _name(cast) == "relax.astype" else None
+    if _name(shifted) != "relax.subtract":
+        return None
+    widened, z_t = single_use(shifted.args[0], var2val, uses), _scalar(shifted.args[1])
+    if _name(widened) != "relax.astype" or z_t is None:
+        return None
+    t_q = widened.args[0]
+    return (t_q, float(k), int(z_t)) if t_q.ty.dtype == "uint8" else None
 
 
 def _prim(expr):

@@ -152,8 +152,11 @@ def _visit(mod, target, emit):
             paths[_path_name(chain.layer, kernel)] += 1
             if not emit:
                 return self.visit_expr_post_order(chain.call)
-            layer = _remapped(self, chain.layer)
-            return kernel.emit_u8(self.builder_, dataclasses.replace(chain, layer=layer))
+            layer, residual = _remapped(self, chain.layer), chain.residual
+            if residual is not None:
+                residual = (self.visit_expr(residual[0]), *residual[1:])
+            chain = dataclasses.replace(chain, layer=layer, residual=residual)
+            return kernel.emit_u8(self.builder_, chain)
 
     selector = _Selector(mod)
     for gvar, func in mod.functions_items():

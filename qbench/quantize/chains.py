@@ -3,11 +3,13 @@
 A chain starts at one integer layer's FP32 output, as ``rewrite`` emits it, and ends at a
 quantize of the next layers' input:
 
-    quantize(act?(add?(multiply(astype(subtract?(acc, c)), r), b)), s, z)
+    quantize(act?(add?(add?(multiply(astype(subtract?(acc, c)), r), b), dequantize(t_q))), s, z)
 
 ``acc`` the int32 conv2d, ``act`` a ReLU or a clip with constant bounds, ``b`` a (1, C, 1,
-1) constant; every value between ``acc`` and the quantize is read by the chain alone, so
-nothing else needs the FP32 values. The helpers here read Relax bindings and constants;
+1) constant, ``dequantize(t_q)`` a residual input (``rewrite`` reads a residual add's
+inputs from their uint8 tensors where quantized layers read them; either operand order);
+every value between ``acc`` and the quantize is read by the chain alone, so nothing else
+needs the FP32 values. The helpers here read Relax bindings and constants;
 kernel selection (``kernels.patterns``) matches the integer form with them.
 """
 
@@ -26,6 +28,8 @@ class Chain:
         correction: (C,) int64 ``c`` (zeros when the graph subtracts none).
         rescale: (C,) float32 ``r``.
         bias: (C,) float32 ``b`` (zeros without a bias add).
+        residual: the residual input (uint8 Relax var (N, C, H, W), its scale, its zero
+            point), or None.
         activation: (lo, hi) float clamp (ReLU: (0.0, None)), or None.
         scale, zero_point: the quantize's uint8 parameters (float > 0, int 0..255).
     """
@@ -35,6 +39,7 @@ class Chain:
     correction: np.ndarray
     rescale: np.ndarray
     bias: np.ndarray
+    residual: tuple
     activation: tuple
     scale: float
     zero_point: int
@@ -52,6 +57,7 @@ def find_chain(call, var2val, uses):
     if name(value) in ("relax.clip", "relax.nn.relu"):
         activation = bounds(value)
         value = single_use(value.args[0], var2val, uses) if activation else None
+    value, residual = _residual(value, var2val, uses)
     bias = None
     if name(value) == "relax.add":
         bias = channel_constant(value.args[1])
@@ -67,10 +73,28 @@ def find_chain(call, var2val, uses):
         correction=np.broadcast_to(correction, (channels,)).astype(np.int64),
         rescale=rescale,
         bias=np.zeros(channels, np.float32) if bias is None else bias,
+        residual=residual,
         activation=activation,
         scale=float(scale),
         zero_point=int(zero_point),
     )
+
+
+def _residual(value, var2val, uses):
+    """(the value under a residual add, (t_q, scale, zero_point)) when ``value`` adds a
+    dequantized uint8 tensor (either operand), else (``value``, None)."""
+    if name(value) != "relax.add":
+        return value, None
+    for i in (0, 1):
+        deq = single_use(value.args[i], var2val, uses)
+        if name(deq) != "relax.dequantize" or int(deq.attrs.axis) != 1:
+            continue
+        scale, zero_point = (scalar(arg) for arg in deq.args[1:])
+        if scale is None or zero_point is None or deq.args[0].ty.dtype != "uint8":
+            continue
+        rest = single_use(value.args[1 - i], var2val, uses)
+        return rest, (deq.args[0], float(scale), int(zero_point))
+    return value, None
 
 
 def _rescaled(value, var2val, uses):

@@ -22,6 +22,10 @@ qs8 kernels compute it (an FP32 multiplier, rounding half to even):
   activation as clamp bounds of the quantized value (exact: rounding is monotone);
 - ``round`` is TIR's, ties to even, as ``relax.quantize`` rounds.
 
+A residual add in the chain, ``+ dequantize(t_q)`` (``chains``), adds
+``float32(t_q - z_t) * k`` with ``k = float32(s_t / s)`` before the rounding: a second FMA,
+the integer add of TFLite and XNNPACK with both inputs brought to the output's scale.
+
 So the result is the FP32 chain's up to float rounding. The FP32 multiplier was chosen over
 TFLite's fixed-point multiply and shift: on x86 both are one multiply per value, the FP32
 form needs no 64-bit products, and its error (a 24-bit mantissa against 31 bits) is below
@@ -45,6 +49,8 @@ class Requantize:
         bias: (C,) float32, ``d``: the bias in output steps.
         zero_point: the output's zero point, int 0..255.
         bounds: (q_lo, q_hi), ints in [0, 255]: the clamp of the quantized value.
+        residual: (k, z_t) of a residual input (its float32 multiplier to output steps,
+            its zero point), or None.
     """
 
     correction: np.ndarray
@@ -52,9 +58,10 @@ class Requantize:
     bias: np.ndarray
     zero_point: int
     bounds: tuple
+    residual: tuple = None
 
 
-def integer_requantize(correction, rescale, bias, activation, scale, zero_point):
+def integer_requantize(correction, rescale, bias, activation, scale, zero_point, residual=None):
     """The ``Requantize`` of a layer's FP32 chain.
 
     Args:
@@ -63,6 +70,8 @@ def integer_requantize(correction, rescale, bias, activation, scale, zero_point)
         bias: (C,) float ``b`` added after the rescale (zeros without one).
         activation: (lo, hi) float clamp (``hi`` None: ReLU), or None.
         scale, zero_point: the output's uint8 parameters (float > 0, int 0..255).
+        residual: (scale, zero_point) of a residual input added before the activation,
+            or None.
     """
     q_lo, q_hi = 0, UINT8_MAX
     if activation is not None:
@@ -76,19 +85,28 @@ def integer_requantize(correction, rescale, bias, activation, scale, zero_point)
         bias=(np.asarray(bias, np.float64) / scale).astype(np.float32),
         zero_point=int(zero_point),
         bounds=(q_lo, max(q_lo, q_hi)),
+        residual=None if residual is None else (np.float32(residual[0] / scale), residual[1]),
     )
 
 
-def reference(acc, requantize):
+def reference(acc, requantize, residual=None):
     """numpy reference of the integer requantize: int32 ``acc`` (N, C, ...) -> uint8, as the
     kernels compute it: ``float32(acc - c) * m + d`` with one rounding (an FMA: the float32
-    product is exact in float64), round half to even, zero point, clamp."""
+    product is exact in float64), then with uint8 ``residual`` (``acc``'s shape) ``+
+    float32(residual - z_t) * k`` (a second FMA), round half to even, zero point, clamp."""
     shape = (1, -1) + (1,) * (acc.ndim - 2)
     value = (acc.astype(np.int64) - requantize.correction.reshape(shape)).astype(np.float32)
-    product = value.astype(np.float64) * requantize.multiplier.reshape(shape)
-    value = (product + requantize.bias.reshape(shape)).astype(np.float32)
+    value = _fma(value, requantize.multiplier.reshape(shape), requantize.bias.reshape(shape))
+    if residual is not None:
+        k, z_t = requantize.residual
+        value = _fma((residual.astype(np.int32) - z_t).astype(np.float32), k, value)
     value = np.round(value) + np.float32(requantize.zero_point)
     return np.clip(value, *requantize.bounds).astype(np.uint8)
+
+
+def _fma(a, b, c):
+    """float32 a * b + c with one rounding (the float32 product is exact in float64)."""
+    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + c).astype(np.float32)
 
 
 def use_counts(func):
@@ -110,9 +128,10 @@ def use_counts(func):
     return counts
 
 
-def emit(emit_fn, acc, requantize):
+def emit(emit_fn, acc, requantize, residual=None):
     """Emit the integer requantize of int32 ``acc`` (N, C, H, W) with ``emit_fn``
-    (``BlockBuilder.emit``); returns the uint8 expression (not yet emitted)."""
+    (``BlockBuilder.emit``), adding the uint8 ``residual`` expression (``acc``'s shape)
+    when ``requantize.residual`` is set; returns the uint8 expression (not yet emitted)."""
     from tvm import relax
     from tvm.relax import op
 
@@ -125,6 +144,11 @@ def emit(emit_fn, acc, requantize):
     value = emit_fn(op.astype(value, "float32"))
     value = emit_fn(op.multiply(value, const(requantize.multiplier.reshape(shape), "float32")))
     value = emit_fn(op.add(value, const(requantize.bias.reshape(shape), "float32")))
+    if requantize.residual is not None:
+        k, z_t = requantize.residual
+        term = emit_fn(op.subtract(emit_fn(op.astype(residual, "int32")), const(z_t, "int32")))
+        term = emit_fn(op.multiply(emit_fn(op.astype(term, "float32")), const(k, "float32")))
+        value = emit_fn(op.add(value, term))
     value = emit_fn(op.round(value))
     value = emit_fn(op.add(value, const(float(requantize.zero_point), "float32")))
     q_lo, q_hi = requantize.bounds
@@ -148,7 +172,8 @@ def fold(mod):
             chain, requantize = self.found.get(call, (None, None))
             if chain is None:
                 return self.visit_expr_post_order(call)
-            return emit(self.builder_.emit, self.visit_expr(chain.acc), requantize)
+            residual = self.visit_expr(chain.residual[0]) if chain.residual else None
+            return emit(self.builder_.emit, self.visit_expr(chain.acc), requantize, residual)
 
     folder = _Folder(mod)
     for gvar, func in mod.functions_items():
@@ -173,4 +198,5 @@ def _of_chain(chain):
         chain.activation,
         chain.scale,
         chain.zero_point,
+        chain.residual[1:] if chain.residual else None,
     )

@@ -61,9 +61,12 @@ def rewrite(mod, plans, simulate=False):
             super().__init__(module)
             self.index = 0
             self.quantized = {}  # (tensor, scale, zero_point, axis) -> its uint8 var
+            self.twins = {}  # FP32 var -> (its uint8 var, ActivationParams): a conv input
 
         def visit_call_(self, call):
             call = self.visit_expr_post_order(call)
+            if _residual_add(call):
+                return self.residual(call)
             kind = quantizable_call(call)
             if kind is None:
                 return call
@@ -72,7 +75,7 @@ def rewrite(mod, plans, simulate=False):
             if not plan.quantized:
                 return call
             if simulate:
-                return _simulated(self.builder_.emit, call, kind, plan)
+                return _simulated(self.builder_.emit, call, kind, plan, self.quantize)
             return _integer(self.builder_.emit, call, kind, plan, self.quantize)
 
         def quantize(self, x, act, axis):
@@ -80,7 +83,23 @@ def rewrite(mod, plans, simulate=False):
             key = (x, act.scale, act.zero_point, axis)
             if key not in self.quantized:
                 self.quantized[key] = _quantize(self.builder_.emit, x, act, axis)
+                if axis == 1:
+                    self.twins.setdefault(x, (self.quantized[key], act))
             return self.quantized[key]
+
+        def residual(self, call):
+            """A residual add whose inputs quantized layers read already: it reads their
+            uint8 tensors, dequantized, so no FP32 copy of them need be kept."""
+            from tvm.relax import op
+
+            twins = [self.twins.get(arg) for arg in call.args]
+            if not any(twins):
+                return call
+            args = [
+                arg if twin is None else self.builder_.emit(_dequantize(twin[0], twin[1], 1))
+                for arg, twin in zip(call.args, twins, strict=True)
+            ]
+            return op.add(*args)
 
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
@@ -110,6 +129,29 @@ def _quantize(emit, x, act, axis):
             out_dtype="uint8",
         )
     )
+
+
+def _dequantize(x_q, act, axis):
+    from tvm.relax import op
+
+    scale, zero_point = _const(act.scale, "float32"), _const(act.zero_point, "uint8")
+    return op.dequantize(x_q, scale, zero_point, axis=axis)
+
+
+def _residual_add(call):
+    """Whether ``call`` adds two float32 tensors of the same 4-D shape (a residual add)."""
+    from tvm import relax
+
+    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.add":
+        return False
+    types = [arg.ty for arg in call.args]
+    if not all(isinstance(t, relax.TensorType) and t.dtype == "float32" for t in types):
+        return False
+    shapes = [getattr(t, "shape", None) for t in types]
+    if any(shape is None for shape in shapes):
+        return False
+    dims = [[int(d) for d in shape] for shape in shapes]
+    return len(dims[0]) == 4 and dims[0] == dims[1]
 
 
 def _channel_shape(kind, n):
@@ -165,20 +207,13 @@ def _plain_dense(emit, call, plan, quantize):
     return emit(op.matmul(x_q, _const(plan.weight.q, "int8"), out_dtype="int32"))
 
 
-def _simulated(emit, call, kind, plan):
+def _simulated(emit, call, kind, plan, quantize):
     from tvm import relax
     from tvm.relax import op
 
     act, weight = plan.act, plan.weight
-    x_q = _quantize(emit, call.args[0], act, 1 if kind == "conv2d" else -1)
-    x_dq = emit(
-        op.dequantize(
-            x_q,
-            _const(act.scale, "float32"),
-            _const(act.zero_point, "uint8"),
-            axis=1 if kind == "conv2d" else -1,
-        )
-    )
+    in_axis = 1 if kind == "conv2d" else -1
+    x_dq = emit(_dequantize(quantize(call.args[0], act, in_axis), act, in_axis))
     axis = 0 if kind == "conv2d" else -1
     n = weight.q.shape[axis]
     scale = np.broadcast_to(weight.scale, (n,))
