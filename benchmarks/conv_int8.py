@@ -1,6 +1,8 @@
 """One uint8 x int8 conv: qbench's packed INT8 kernel for this CPU (its path chosen as
-``qbench run`` chooses it) against PyTorch FP32 and PyTorch's quantized conv (x86 backend),
-same shape, same threads, one process; plus the assembly check.
+``qbench run`` chooses it), with the FP32 epilogue of a layer before a pool or the logits
+and with the integer requantize to uint8 of a layer between two INT8 layers, against
+PyTorch FP32 and PyTorch's quantized conv (x86 backend), same shape, same threads, one
+process; plus the assembly check.
 
     python benchmarks/conv_int8.py [--channels 128] [--size 28] [--threads 2]
 
@@ -19,7 +21,7 @@ from tabulate import tabulate
 
 from qbench import build, targets
 from qbench.kernels import layout, select
-from qbench.kernels.conv2d import requantized_conv
+from qbench.kernels.conv2d import requantized_conv, requantized_conv_u8
 from qbench.report import cpu_name
 from qbench.runners import time_samples
 
@@ -28,24 +30,40 @@ def median_ms(fn, warmup=10, repeat=50):
     return float(np.median(time_samples(fn, warmup, repeat)))
 
 
-def tvm_conv(x, w, target, packing):
-    """Compile pack -> packed conv with its FP32 requantize epilogue for (N, C, H, W) uint8
-    ``x`` padded by 1 and (O, C, 3, 3) int8 ``w``; returns (executable, run function)."""
+def tvm_conv(x, w, target, packing, uint8_out=False):
+    """Compile pack -> packed conv with its epilogue for (N, C, H, W) uint8 ``x`` padded by 1
+    and (O, C, 3, 3) int8 ``w``: the FP32 requantize to NCHW, or with ``uint8_out`` the
+    integer requantize to uint8 NCHW16c that a conv between two INT8 layers runs (ReLU6
+    bounds, a bias), reading ``x`` as the NCHW16c tensor a uint8 kernel wrote where the
+    path reads that layout (no pack kernel then, as in a model); returns (executable, run
+    function)."""
     import tvm
     from tvm import relax
 
+    o, direct = w.shape[0], uint8_out and packing.reads_nchw16c
+    if direct:
+        n, c, h, wd = x.shape
+        x = np.ascontiguousarray(x.reshape(n, c // 16, 16, h, wd).transpose(0, 1, 3, 4, 2))
     bb = relax.BlockBuilder()
     var = relax.Var("x", relax.TensorType(x.shape, "uint8"))
     with bb.function("main", [var]):
         with bb.dataflow():
             block, dtype, offset = packing.block, packing.data_dtype, packing.offset
-            packed = bb.emit(bb.call_te(layout.pack_nchw4c, var, 0, block, dtype, offset))
+            packed = var
+            if not direct:
+                packed = bb.emit(bb.call_te(layout.pack_nchw4c, var, 0, block, dtype, offset))
             w_packed = layout.pack_conv_weight(w, block, packing.weight_dtype)
             weight = relax.const(w_packed, w_packed.dtype.name)
-            correction = relax.const(np.zeros(w.shape[0], np.int32))
-            rescale = relax.const(np.full(w.shape[0], 0.01, np.float32))
-            args = packed, weight, correction, rescale, (1, 1), (1, 1), False, packing.op_name
-            conv = bb.call_te(requantized_conv, *args)
+            correction = relax.const(np.zeros(o, np.int32))
+            rescale = relax.const(np.full(o, 0.01, np.float32))
+            if uint8_out:
+                bias = relax.const(np.full(o, 0.5, np.float32))
+                epilogue = (3, (3, 200), None)
+                args = packed, weight, (correction, rescale, bias), epilogue, (1, 1), (1, 1)
+                conv = bb.call_te(requantized_conv_u8, *args, packing.op_name)
+            else:
+                args = packed, weight, correction, rescale, (1, 1), (1, 1), False, packing.op_name
+                conv = bb.call_te(requantized_conv, *args)
             out = bb.emit_output(conv)
         bb.emit_func_output(out)
     executable = build.compile(bb.get(), target)
@@ -93,10 +111,12 @@ def main():
     w_float = torch.randn(c, c, 3, 3)
     fp32 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).eval()
     executable, tvm_run = tvm_conv(x, w, target, packing)
+    _, tvm_u8_run = tvm_conv(x, w, target, packing, uint8_out=True)
     runners = [
         ("PyTorch FP32 conv", lambda: fp32(x_float)),
         ("PyTorch quantized conv (x86)", torch_quantized_conv(x_float, w_float, c)),
-        (f"qbench {kernel.path} conv (TVM, untuned)", tvm_run),
+        (f"qbench {kernel.path} conv, FP32 NCHW out (TVM, untuned)", tvm_run),
+        (f"qbench {kernel.path} conv, uint8 NCHW16c out (TVM, untuned)", tvm_u8_run),
     ]
     rows = []
     with torch.no_grad():

@@ -106,9 +106,12 @@ def _quantize_input(x, act):
     return np.clip(q, 0, 255)
 
 
-def _exact_conv(q, w, zero_point, module):
-    pad = module.padding[0]
-    q = np.pad(q, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=zero_point)
+def _exact_conv(q, w, zero_point, module, pad=None):
+    """Exact conv of uint8 ``q`` padded with ``zero_point``: by ``pad`` (top, bottom, left,
+    right), else by the module's own padding."""
+    top, bottom, left, right = pad or (module.padding[0],) * 2 + (module.padding[1],) * 2
+    widths = ((0, 0), (0, 0), (top, bottom), (left, right))
+    q = np.pad(q, widths, constant_values=zero_point)
     return torch.nn.functional.conv2d(
         torch.from_numpy(q.astype(np.float64)),
         torch.from_numpy(w.astype(np.float64)),
@@ -117,12 +120,12 @@ def _exact_conv(q, w, zero_point, module):
     ).numpy()
 
 
-def _layer_numpy(q, plan, module, out_act=None, activation=None):
+def _layer_numpy(q, plan, module, out_act=None, activation=None, pad=None):
     """One integer layer in numpy: exact int conv, then the integer requantize to
     ``out_act``'s uint8 (``quantize.requantize``'s algorithm, written anew), or (the last
     layer) FP32 rescale and bias."""
     w = plan.weight.q
-    acc = _exact_conv(q, w, plan.act.zero_point, module).astype(np.int64)
+    acc = _exact_conv(q, w, plan.act.zero_point, module, pad).astype(np.int64)
     c = plan.act.zero_point * w.astype(np.int64).sum(axis=(1, 2, 3))
     r = np.float32(plan.act.scale * plan.weight.scale.astype(np.float64))
     r = np.broadcast_to(r, (w.shape[0],))
@@ -165,3 +168,38 @@ def test_int8_chain_equals_numpy_integer_pipeline(hand_kernels):
     one_step = float(np.min(head.act.scale * head.weight.scale))
     assert one_step > 10 * 2e-7
     np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
+
+
+class _SamePadded(torch.nn.Module):
+    """efficientnet's "same" convs: each input padded in forward, with F.pad, then convs
+    without padding (symmetric for the 3x3 conv, (0, 1, 0, 1) for the stride-2 depthwise)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3)
+        self.dw = torch.nn.Conv2d(16, 16, 3, stride=2, groups=16)
+        self.head = torch.nn.Conv2d(16, 5, 1)
+
+    def forward(self, x):
+        x = torch.nn.functional.relu6(self.conv(torch.nn.functional.pad(x, (1, 1, 1, 1))))
+        x = torch.relu(self.dw(torch.nn.functional.pad(x, (0, 1, 0, 1))))
+        return self.head(x)
+
+
+def test_zero_padding_in_forward_is_padding_of_the_uint8_tensor():
+    """quantize(pad(x, 0)) is pad(quantize(x), zero point): the same values, and the layer
+    before the pad requantizes in integer; logits as the numpy integer pipeline's."""
+    net = _SamePadded().eval()
+    rng = np.random.default_rng(4)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)])
+    ops = q.int8_mod["main"].script()
+    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 2
+    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
+    conv, dw, head = q.plans
+    q0 = _quantize_input(x, conv.act)
+    q1 = _layer_numpy(q0, conv, net.conv, dw.act, (0.0, 6.0), pad=(1, 1, 1, 1))
+    q2 = _layer_numpy(q1, dw, net.dw, head.act, (0.0, None), pad=(0, 1, 0, 1))
+    expected = _layer_numpy(q2, head, net.head)
+    for hand_kernels in (True, False):
+        executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+        np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)

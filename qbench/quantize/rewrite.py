@@ -79,7 +79,16 @@ def rewrite(mod, plans, simulate=False):
             return _integer(self.builder_.emit, call, kind, plan, self.quantize)
 
         def quantize(self, x, act, axis):
-            """The one uint8 var of FP32 ``x`` with ``act``'s parameters."""
+            """The one uint8 var of FP32 ``x`` with ``act``'s parameters. A zero padding of
+            a tensor (efficientnet's "same" convs pad in forward) is quantized as the
+            padding of the quantized tensor with the zero point: the same values (0 is
+            exact on the grid), and the layer before can requantize to the unpadded uint8
+            tensor in integer."""
+            padded = _zero_padding(self.lookup_binding(x)) if axis == 1 else None
+            if padded is not None:
+                inner = self.quantize(padded.args[0], act, axis)
+                width = [int(w) for w in padded.attrs.pad_width]
+                return self.builder_.emit(_pad(inner, width, act.zero_point))
             key = (x, act.scale, act.zero_point, axis)
             if key not in self.quantized:
                 self.quantized[key] = _quantize(self.builder_.emit, x, act, axis)
@@ -136,6 +145,26 @@ def _dequantize(x_q, act, axis):
 
     scale, zero_point = _const(act.scale, "float32"), _const(act.zero_point, "uint8")
     return op.dequantize(x_q, scale, zero_point, axis=axis)
+
+
+def _zero_padding(value):
+    """``value`` when it pads an (N, C, H, W) float32 tensor spatially with the constant 0,
+    else None."""
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.pad":
+        return None
+    width = [int(w) for w in value.attrs.pad_width]
+    plain = value.attrs.pad_mode == "constant" and float(value.attrs.pad_value) == 0.0
+    if not plain or len(width) != 8 or any(width[:4]) or value.ty.dtype != "float32":
+        return None
+    return value
+
+
+def _pad(x_q, width, zero_point):
+    from tvm.relax import op
+
+    return op.nn.pad(x_q, width, pad_value=float(zero_point))
 
 
 def _residual_add(call):
