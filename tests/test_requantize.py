@@ -203,3 +203,42 @@ def test_zero_padding_in_forward_is_padding_of_the_uint8_tensor():
     for hand_kernels in (True, False):
         executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
         np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
+
+
+class _Pooled(torch.nn.Module):
+    """resnet's stem: conv + ReLU, max pooling (3x3, stride 2, padding 1), then a conv."""
+
+    def __init__(self, kernel=3, stride=2, padding=1):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 20, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(kernel, stride, padding)
+        self.head = torch.nn.Conv2d(20, 5, 1)
+
+    def forward(self, x):
+        return self.head(self.pool(torch.relu(self.conv(x))))
+
+
+def _max_pool_uint8(q, kernel, stride, padding):
+    """Max pooling of uint8 values ``q`` (N, C, H, W) padded with 0, the uint8 minimum."""
+    padded = np.pad(q, ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2), constant_values=0)
+    pooled = torch.nn.functional.max_pool2d(torch.from_numpy(padded), kernel, stride)
+    return pooled.numpy()
+
+
+@pytest.mark.parametrize("pool", [(3, 2, 1), (2, 2, 0)])
+def test_max_pooling_runs_on_the_uint8_tensor(pool):
+    """quantize(max_pool(x)) is max_pool(quantize(x)) (rounding and clamping are monotone):
+    the conv before the pool requantizes in integer; logits as the numpy integer
+    pipeline's, on the host kernels and TVM's own ops."""
+    net = _Pooled(*pool).eval()
+    rng = np.random.default_rng(5)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, 12, 12)).astype(np.float32)])
+    ops = q.int8_mod["main"].script()
+    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 1
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    conv, head = q.plans
+    q1 = _layer_numpy(_quantize_input(x, conv.act), conv, net.conv, head.act, (0.0, None))
+    expected = _layer_numpy(_max_pool_uint8(q1, *pool), head, net.head)
+    for hand_kernels in (True, False):
+        executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+        np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)

@@ -77,6 +77,26 @@ def max_pool_taps(data, pool_size, strides, dilation, width):
     return _windowed(data, pool_size, strides, dilation, width, taps, "max_pool2d")
 
 
+def max_pool_nchw16c(data, pool_size, strides, dilation):
+    """TE compute: max pooling of padded (N, C16, H, W, 16) ``data`` over ``pool_size``
+    (h, w) windows, as an explicit max of taps, each tap 16 channels of one pixel (one
+    vector). Returns the (N, C16, OH, OW, 16) tensor; scheduled as the NCHW16c depthwise
+    conv (``schedule_depthwise``)."""
+    n, blocks, height, width, lanes = data.shape
+    sh, sw = strides
+    dh, dw = dilation
+    kh, kw = pool_size
+    shape = (n, blocks, out_size(height, kh, sh, dh), out_size(width, kw, sw, dw), lanes)
+
+    def value(b, c, y, x, ci):
+        taps = [
+            data[b, c, y * sh + i * dh, x * sw + j * dw, ci] for i in range(kh) for j in range(kw)
+        ]
+        return functools.reduce(tirx.max, taps)
+
+    return te.compute(shape, value, name="max_pool2d", attrs={"op_name": OP_NAME})
+
+
 def _windowed(data, window, strides, dilation, width, combine, name):
     """The (N, C, OH, OW) compute whose value at (b, c, y, x) is ``combine(tap, b, c, y, x)``,
     where ``tap(i, j)`` reads the input under window position (i, j)."""

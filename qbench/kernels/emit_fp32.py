@@ -71,11 +71,19 @@ def depthwise(bb, layer):
 
 
 def max_pool(bb, layer):
-    """An NCHW max_pool2d as an explicit max of taps."""
+    """An NCHW max_pool2d (float32 or uint8) as an explicit max of taps, padded with the
+    dtype's lowest value."""
     call = layer.call
     attrs = call.attrs
     strides = tuple(int(s) for s in attrs.strides)
-    lowest = float(np.finfo(np.float32).min)
+    dtype = np.dtype(str(call.ty.dtype))
+    lowest = float((np.finfo if dtype.kind == "f" else np.iinfo)(dtype).min)
+    if dtype == np.uint8:
+        from .emit_int8 import _nchw16c_behind
+
+        blocked = _nchw16c_behind(bb, call.args[0])
+        if blocked is not None:
+            return _max_pool_nchw16c(bb, blocked, layer, lowest)
     x, width = padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
     return bb.call_te(
         max_pool_taps,
@@ -87,6 +95,30 @@ def max_pool(bb, layer):
         primfunc_name_hint="max_pool2d_taps",
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
+
+
+def _max_pool_nchw16c(bb, blocked, layer, lowest):
+    """A uint8 max_pool2d over the NCHW16c tensor a uint8 kernel wrote, in that layout
+    (``depthwise.max_pool_nchw16c``), unpacked to (N, C, OH, OW) for the layers after it
+    (a uint8 kernel after it reads the NCHW16c tensor itself)."""
+    from . import layout
+    from .depthwise import max_pool_nchw16c
+    from .emit_int8 import _padded_nchw16c
+
+    attrs = layer.call.attrs
+    data = _padded_nchw16c(bb, blocked, tuple(int(p) for p in attrs.padding), lowest)
+    pooled = bb.emit(
+        bb.call_te(
+            max_pool_nchw16c,
+            data,
+            tuple(int(k) for k in attrs.pool_size),
+            tuple(int(s) for s in attrs.strides),
+            tuple(int(d) for d in attrs.dilation),
+            primfunc_name_hint="max_pool2d_nchw16c",
+            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+        )
+    )
+    return bb.call_te(layout.unpack_nchw16c, pooled, int(layer.call.ty.shape[1]))
 
 
 def padded_columns(bb, x, padding, strides, pad_value):

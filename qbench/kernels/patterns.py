@@ -33,7 +33,8 @@ CONV2D, DEPTHWISE, MATMUL, MAX_POOL = "conv2d", "depthwise", "matmul", "max_pool
 
 @dataclass(frozen=True)
 class FloatLayer:
-    """A float32 ``call`` of ``kind`` conv2d, matmul or max_pool2d whose pattern is ``op``."""
+    """A float32 ``call`` of ``kind`` conv2d, matmul or max_pool2d whose pattern is ``op``
+    (a max_pool2d may be uint8: ``precision``)."""
 
     call: object
     kind: str
@@ -81,9 +82,10 @@ class IntegerLayer:
 
 def float_layer(call):
     """``call`` as a ``FloatLayer`` (conv2d: NCHW ungrouped or depthwise; matmul of a 2-D
-    input; max_pool2d: NCHW, floor mode), or None."""
+    input; max_pool2d: NCHW, floor mode, float32 or uint8, the precision its dtype), or
+    None."""
     if _is_max_pool(call):
-        return FloatLayer(call, MAX_POOL, MAX_POOL)
+        return FloatLayer(call, MAX_POOL, MAX_POOL, str(call.ty.dtype))
     kind = quantizable_call(call)
     if kind is None or call.args[0].ty.dtype != "float32" or call.ty.dtype != "float32":
         return None
@@ -109,7 +111,7 @@ def _is_max_pool(call):
         return False
     a = call.attrs
     plain = a.layout == "NCHW" and a.out_layout == "NCHW" and not a.ceil_mode
-    return plain and call.ty.dtype == "float32"
+    return plain and call.ty.dtype in ("float32", "uint8")
 
 
 @functools.lru_cache(maxsize=1)

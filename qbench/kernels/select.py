@@ -37,7 +37,8 @@ class Kernel:
 
     Attributes:
         path: its name in reports (``avx2``, ``depthwise``, ...).
-        precision: ``"int8"`` (integer layers) or ``"float32"``.
+        precision: ``"int8"`` (integer layers), ``"float32"``, or ``"uint8"`` (max pooling
+            of a uint8 tensor).
         ops: the op patterns it computes.
         features: LLVM CPU features it needs, all of them (e.g. ``("avx512vnni",)``).
         emit: ``emit(bb, layer) -> relax.Expr``, the expression replacing the layer.
@@ -80,6 +81,7 @@ KERNELS = (
     Kernel("packed", "float32", (MATMUL,), (), emit_fp32.dense),
     Kernel("depthwise", "float32", (DEPTHWISE,), (), emit_fp32.depthwise),
     Kernel("taps", "float32", (MAX_POOL,), (), emit_fp32.max_pool),
+    Kernel("taps", "uint8", (MAX_POOL,), (), emit_fp32.max_pool),
 )
 NO_FAST_PATH = "no INT8 fast path"
 

@@ -79,22 +79,41 @@ def rewrite(mod, plans, simulate=False):
             return _integer(self.builder_.emit, call, kind, plan, self.quantize)
 
         def quantize(self, x, act, axis):
-            """The one uint8 var of FP32 ``x`` with ``act``'s parameters. A zero padding of
-            a tensor (efficientnet's "same" convs pad in forward) is quantized as the
-            padding of the quantized tensor with the zero point: the same values (0 is
-            exact on the grid), and the layer before can requantize to the unpadded uint8
-            tensor in integer."""
-            padded = _zero_padding(self.lookup_binding(x)) if axis == 1 else None
-            if padded is not None:
-                inner = self.quantize(padded.args[0], act, axis)
-                width = [int(w) for w in padded.attrs.pad_width]
-                return self.builder_.emit(_pad(inner, width, act.zero_point))
+            """The one uint8 var of FP32 ``x`` with ``act``'s parameters."""
             key = (x, act.scale, act.zero_point, axis)
             if key not in self.quantized:
-                self.quantized[key] = _quantize(self.builder_.emit, x, act, axis)
+                self.quantized[key] = self.quantized_value(x, act, axis)
                 if axis == 1:
                     self.twins.setdefault(x, (self.quantized[key], act))
             return self.quantized[key]
+
+        def quantized_value(self, x, act, axis):
+            """Emit ``x`` quantized. Two ops commute with the quantize, exactly, and are run
+            on the uint8 tensor, so the layer before them can requantize to uint8 in
+            integer: a zero padding (efficientnet's "same" convs pad in forward; 0 is the
+            zero point on the grid) and a max pooling (resnet's stem; rounding and clamping
+            are monotone, and a window never holds padding only)."""
+            value = self.bound_value(x) if axis == 1 else None
+            if _zero_padding(value) is not None:
+                inner = self.quantize(value.args[0], act, axis)
+                width = [int(w) for w in value.attrs.pad_width]
+                return self.builder_.emit(_pad(inner, width, act.zero_point))
+            if _max_pool(value):
+                inner = self.quantize(value.args[0], act, axis)
+                return self.builder_.emit(relax.Call(value.op, [inner], value.attrs))
+            return _quantize(self.builder_.emit, x, act, axis)
+
+        def bound_value(self, x):
+            """The value bound to var ``x``, through a field of a tuple built in the graph
+            (the importer returns a max pooling as (values, indices)[0])."""
+            from tvm import relax
+
+            value = self.lookup_binding(x) if isinstance(x, relax.Var) else None
+            if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
+                fields = self.lookup_binding(value.tuple_value)
+                if isinstance(fields, relax.Tuple):
+                    return self.bound_value(fields.fields[value.index])
+            return value
 
         def residual(self, call):
             """A residual add whose inputs quantized layers read already: it reads their
@@ -159,6 +178,16 @@ def _zero_padding(value):
     if not plain or len(width) != 8 or any(width[:4]) or value.ty.dtype != "float32":
         return None
     return value
+
+
+def _max_pool(value):
+    """Whether ``value`` max-pools an (N, C, H, W) float32 tensor."""
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.max_pool2d":
+        return False
+    attrs = value.attrs
+    return attrs.layout == "NCHW" and attrs.out_layout == "NCHW" and value.ty.dtype == "float32"
 
 
 def _pad(x_q, width, zero_point):
