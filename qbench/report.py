@@ -125,8 +125,9 @@ def _precision(simulate):
         "activation as clamp: FBGEMM's scheme; in the conv's kernel on qbench's CPU "
         "kernels); elsewhere rescaled to float32",
         "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
-        "kernels); float32 after the others (residual add, pool, concat), quantized at the "
-        "next layer",
+        "kernels), a residual add reading its input's uint8 tensor, zero padding and max "
+        "pooling on uint8; float32 after the others (average pool, concat, the logits), "
+        "quantized at the next layer",
     }
 
 

@@ -8,11 +8,11 @@ is replaced by the plan's int8 weight, dequantized and brought back to the modul
 the Relax graph holds the BatchNorm-folded weight, g times the module's per output channel
 (``fold_scale``), so the module's weight is the graph's divided by g. This is the INT8
 graph's arithmetic, up to float rounding, whatever rounded the weight and whether its scales
-are per channel or per tensor (the integer requantize, ``quantize.requantize``, adds two
-differences of that order: one float32 multiplier instead of the divide by the output
-scale, and the bias rounded to int32 accumulator steps, at most half of input scale x
-weight scale). Float rounding is not nothing, though: PyTorch and TVM sum
-in different orders (and TVM folds BatchNorm), so a value at a rounding boundary of the next
+are per channel or per tensor (the integer requantize, ``quantize.requantize``, differs
+from it at that order only: one float32 multiplier instead of the divide by the output
+scale, the bias added in output steps by the same FMA). Residual adds read their input as
+quantized for the conv that read it, as the graph does (``_QuantizedResiduals``). Float
+rounding is not nothing, though: PyTorch and TVM sum in different orders (and TVM folds BatchNorm), so a value at a rounding boundary of the next
 quantize lands one int8 step apart, and through a deep network such steps multiply. On
 efficientnet_lite0 (218 sample photos, Zen 4) the fake-quantized logits and the TVM INT8
 graph's were 32 dB apart (TVM's own integer ops and qbench's kernels 46 dB apart), while

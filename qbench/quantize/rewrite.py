@@ -11,13 +11,16 @@ W_q with per-channel scales s_w, the rewrite emits
 
 One uint8 tensor stands for each FP32 tensor that quantized layers read: layers reading the
 same tensor with the same parameters share one quantize (resnet's block input feeds the
-block's first conv and its downsample conv). Then ``requantize.fold`` turns every layer
-whose output reaches the next layers' quantize only through its bias and a ReLU/ReLU6 into
-an integer requantize from the int32 accumulator to that uint8 (bias in int32, one float32
-multiplier per channel, the activation as clamp bounds), so uint8 flows from such a layer
-to the next. Other ops between integer layers (residual add, pooling, concat) stay FP32,
-quantized again at the next layer. The graph is target-neutral: which kernel computes each
-integer layer is chosen when it is lowered (``kernels.select``).
+block's first conv and its downsample conv). A residual add of such a tensor reads its
+uint8 tensor, dequantized. A zero padding or a max pooling before a quantize runs on the
+uint8 tensor instead (both commute with the quantize exactly). Then ``requantize.fold``
+turns every layer whose output reaches the next layers' quantize only through its bias, a
+residual add and a ReLU/ReLU6 into an integer requantize from the int32 accumulator to that
+uint8 (one float32 multiplier and bias per channel, the activation as clamp bounds), so
+uint8 flows from such a layer to the next. Other ops (average pooling, concat, a residual
+add read by a pool) stay FP32, quantized again at the next layer. The graph is
+target-neutral: which kernel computes each integer layer is chosen when it is lowered
+(``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -79,12 +82,20 @@ def rewrite(mod, plans, simulate=False):
             return _integer(self.builder_.emit, call, kind, plan, self.quantize)
 
         def quantize(self, x, act, axis):
-            """The one uint8 var of FP32 ``x`` with ``act``'s parameters."""
+            """The one uint8 var of FP32 ``x``, the tensor a layer reads, with ``act``'s
+            parameters (a residual add may read it in place of ``x``)."""
+            x_q = self.cached(x, act, axis)
+            if axis == 1:
+                self.twins.setdefault(x, (x_q, act))
+            return x_q
+
+        def cached(self, x, act, axis):
+            """``x`` quantized with ``act``'s parameters, emitted once. Only the tensor a
+            layer reads gets a twin: a max pool's input quantized with its output's
+            parameters clips the input's negative values (a tester's find)."""
             key = (x, act.scale, act.zero_point, axis)
             if key not in self.quantized:
                 self.quantized[key] = self.quantized_value(x, act, axis)
-                if axis == 1:
-                    self.twins.setdefault(x, (self.quantized[key], act))
             return self.quantized[key]
 
         def quantized_value(self, x, act, axis):
@@ -95,11 +106,11 @@ def rewrite(mod, plans, simulate=False):
             are monotone, and a window never holds padding only)."""
             value = self.bound_value(x) if axis == 1 else None
             if _zero_padding(value) is not None:
-                inner = self.quantize(value.args[0], act, axis)
+                inner = self.cached(value.args[0], act, axis)
                 width = [int(w) for w in value.attrs.pad_width]
                 return self.builder_.emit(_pad(inner, width, act.zero_point))
             if _max_pool(value):
-                inner = self.quantize(value.args[0], act, axis)
+                inner = self.cached(value.args[0], act, axis)
                 return self.builder_.emit(relax.Call(value.op, [inner], value.attrs))
             return _quantize(self.builder_.emit, x, act, axis)
 
