@@ -12,8 +12,9 @@ are per channel or per tensor (the integer requantize, ``quantize.requantize``, 
 from it at that order only: one float32 multiplier instead of the divide by the output
 scale, the bias added in output steps by the same FMA). Residual adds read their input as
 quantized for the conv that read it, as the graph does (``_QuantizedResiduals``). Float
-rounding is not nothing, though: PyTorch and TVM sum in different orders (and TVM folds BatchNorm), so a value at a rounding boundary of the next
-quantize lands one int8 step apart, and through a deep network such steps multiply. On
+rounding is not nothing, though: PyTorch and TVM sum in different orders (and TVM folds
+BatchNorm), so a value at a rounding boundary of the next quantize lands one int8 step
+apart, and through a deep network such steps multiply. On
 efficientnet_lite0 (218 sample photos, Zen 4) the fake-quantized logits and the TVM INT8
 graph's were 32 dB apart (TVM's own integer ops and qbench's kernels 46 dB apart), while
 each was 25.1-25.2 dB from FP32: the error statistics agree, but a near-tie image's top-1
