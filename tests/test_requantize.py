@@ -120,10 +120,11 @@ def _exact_conv(q, w, zero_point, module, pad=None):
     ).numpy()
 
 
-def _layer_numpy(q, plan, module, out_act=None, activation=None, pad=None):
+def _layer_numpy(q, plan, module, out_act=None, activation=None, pad=None, residual=None):
     """One integer layer in numpy: exact int conv, then the integer requantize to
-    ``out_act``'s uint8 (``quantize.requantize``'s algorithm, written anew), or (the last
-    layer) FP32 rescale and bias."""
+    ``out_act``'s uint8 (``quantize.requantize``'s algorithm, written anew; the graph holds
+    scales as float32), adding ``residual`` (uint8 values, their ``ActivationParams``) when
+    given; or (the last layer) FP32 rescale and bias."""
     w = plan.weight.q
     acc = _exact_conv(q, w, plan.act.zero_point, module, pad).astype(np.int64)
     c = plan.act.zero_point * w.astype(np.int64).sum(axis=(1, 2, 3))
@@ -133,13 +134,20 @@ def _layer_numpy(q, plan, module, out_act=None, activation=None, pad=None):
     if out_act is None:
         y = (acc - c.reshape(1, -1, 1, 1)).astype(np.float32) * r.reshape(1, -1, 1, 1)
         return y + bias.astype(np.float32).reshape(1, -1, 1, 1)
-    m = (r.astype(np.float64) / out_act.scale).astype(np.float32).reshape(1, -1, 1, 1)
-    d = (bias / out_act.scale).astype(np.float32).reshape(1, -1, 1, 1)
+    s_out = np.float64(np.float32(out_act.scale))
+    m = (r.astype(np.float64) / s_out).astype(np.float32).reshape(1, -1, 1, 1)
+    d = (bias / s_out).astype(np.float32).reshape(1, -1, 1, 1)
     v = (acc - c.reshape(1, -1, 1, 1)).astype(np.float32).astype(np.float64) * m + d
-    v = np.round(v.astype(np.float32))  # one rounding: the FMA
-    lo, hi = activation
-    q_lo = max(0, out_act.zero_point + round(lo / out_act.scale))
-    q_hi = 255 if hi is None else min(255, out_act.zero_point + round(hi / out_act.scale))
+    v = v.astype(np.float32)  # one rounding: the FMA
+    if residual is not None:
+        q_res, act_res = residual
+        k = np.float32(np.float64(np.float32(act_res.scale)) / s_out)
+        term = (q_res.astype(np.int32) - act_res.zero_point).astype(np.float32)
+        v = (term.astype(np.float64) * np.float64(k) + v).astype(np.float32)  # a second FMA
+    v = np.round(v)
+    lo, hi = activation or (None, None)
+    q_lo = 0 if lo is None else max(0, out_act.zero_point + round(lo / s_out))
+    q_hi = 255 if hi is None else min(255, out_act.zero_point + round(hi / s_out))
     return np.clip(v + np.float32(out_act.zero_point), q_lo, q_hi)
 
 
@@ -239,6 +247,45 @@ def test_max_pooling_runs_on_the_uint8_tensor(pool):
     conv, head = q.plans
     q1 = _layer_numpy(_quantize_input(x, conv.act), conv, net.conv, head.act, (0.0, None))
     expected = _layer_numpy(_max_pool_uint8(q1, *pool), head, net.head)
+    for hand_kernels in (True, False):
+        executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+        np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
+
+
+class _Residual(torch.nn.Module):
+    """A stem conv, then mobilenet_v2's block (1x1 expand + ReLU6, depthwise 3x3 + ReLU6,
+    1x1 project, residual add of the block input), then a 1x1 head (FP32 logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.expand = torch.nn.Conv2d(16, 32, 1)
+        self.dw = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.project = torch.nn.Conv2d(32, 16, 1)
+        self.head = torch.nn.Conv2d(16, 5, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        y = torch.nn.functional.relu6(self.dw(torch.nn.functional.relu6(self.expand(x))))
+        return self.head(x + self.project(y))
+
+
+def test_residual_block_equals_numpy_integer_pipeline():
+    """The project conv adds the block input's uint8 tensor in its integer requantize (a
+    second FMA, k = s_x / s_out): logits as the numpy integer pipeline's, on the host
+    kernels and TVM's own ops."""
+    net = _Residual().eval()
+    rng = np.random.default_rng(8)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)])
+    ops = q.int8_mod["main"].script()
+    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 4
+    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
+    stem, expand, dw, project, head = q.plans
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, expand.act, (0.0, None))
+    q2 = _layer_numpy(q1, expand, net.expand, dw.act, (0.0, 6.0))
+    q3 = _layer_numpy(q2, dw, net.dw, project.act, (0.0, 6.0))
+    q4 = _layer_numpy(q3, project, net.project, head.act, residual=(q1, expand.act))
+    expected = _layer_numpy(q4, head, net.head)
     for hand_kernels in (True, False):
         executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
         np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
