@@ -159,14 +159,8 @@ def test_int8_chain_equals_numpy_integer_pipeline(hand_kernels):
     may differ by the rounding of one product (LLVM fuses the multiply and add into an FMA),
     far below what one uint8 step of the head's input moves them (at least its rescale)."""
     net = _Chain().eval()
-    rng = np.random.default_rng(1)
-    calib = [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)]
-    q = quantize_tiny(net, calib)
+    q, x = _integer_graph(net, 1, 10, rounds=2)
     assert all(plan.quantized for plan in q.plans)
-    ops = q.int8_mod["main"].script()
-    assert ops.count("R.quantize(") == 1  # the model input only: uint8 from there on
-    assert ops.count("R.round(") == 2
-    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
     conv, dw, head = q.plans
     q0 = _quantize_input(x, conv.act)
     q1 = _layer_numpy(q0, conv, net.conv, dw.act, (0.0, 6.0))
@@ -198,11 +192,7 @@ def test_zero_padding_in_forward_is_padding_of_the_uint8_tensor():
     """quantize(pad(x, 0)) is pad(quantize(x), zero point): the same values, and the layer
     before the pad requantizes in integer; logits as the numpy integer pipeline's."""
     net = _SamePadded().eval()
-    rng = np.random.default_rng(4)
-    q = quantize_tiny(net, [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)])
-    ops = q.int8_mod["main"].script()
-    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 2
-    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
+    q, x = _integer_graph(net, 4, 10, rounds=2)
     conv, dw, head = q.plans
     q0 = _quantize_input(x, conv.act)
     q1 = _layer_numpy(q0, conv, net.conv, dw.act, (0.0, 6.0), pad=(1, 1, 1, 1))
@@ -237,11 +227,7 @@ def test_max_pooling_runs_on_the_uint8_tensor(pool):
     the conv before the pool requantizes in integer; logits as the numpy integer
     pipeline's, on the host kernels and TVM's own ops."""
     net = _Pooled(*pool).eval()
-    rng = np.random.default_rng(5)
-    q = quantize_tiny(net, [rng.standard_normal((2, 3, 12, 12)).astype(np.float32)])
-    ops = q.int8_mod["main"].script()
-    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 1
-    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    q, x = _integer_graph(net, 5, 12, rounds=1)
     conv, head = q.plans
     q1 = _layer_numpy(_quantize_input(x, conv.act), conv, net.conv, head.act, (0.0, None))
     expected = _layer_numpy(_max_pool_uint8(q1, *pool), head, net.head)
@@ -271,11 +257,7 @@ def test_residual_block_equals_numpy_integer_pipeline():
     second FMA, k = s_x / s_out): logits as the numpy integer pipeline's, on the host
     kernels and TVM's own ops."""
     net = _Residual().eval()
-    rng = np.random.default_rng(8)
-    q = quantize_tiny(net, [rng.standard_normal((2, 3, 10, 10)).astype(np.float32)])
-    ops = q.int8_mod["main"].script()
-    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == 4
-    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32)
+    q, x = _integer_graph(net, 8, 10, rounds=4)
     stem, expand, dw, project, head = q.plans
     q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, expand.act, (0.0, None))
     q2 = _layer_numpy(q1, expand, net.expand, dw.act, (0.0, 6.0))
@@ -283,6 +265,17 @@ def test_residual_block_equals_numpy_integer_pipeline():
     q4 = _layer_numpy(q3, project, net.project, head.act, residual=(q1, expand.act))
     expected = _layer_numpy(q4, head, net.head)
     _assert_logits_on_both_builds(q, x, expected)
+
+
+def _integer_graph(net, seed, size, rounds):
+    """``net`` quantized on one calibration batch (2, 3, size, size) drawn from ``seed``,
+    and an input batch of that shape. Asserts that only the model input is quantized from
+    FP32 (uint8 from there on) and that ``rounds`` layers requantize in integer."""
+    rng = np.random.default_rng(seed)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, size, size)).astype(np.float32)])
+    ops = q.int8_mod["main"].script()
+    assert ops.count("R.quantize(") == 1 and ops.count("R.round(") == rounds
+    return q, rng.standard_normal((2, 3, size, size)).astype(np.float32)
 
 
 def _assert_logits_on_both_builds(q, x, expected):

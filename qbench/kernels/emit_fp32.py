@@ -79,9 +79,9 @@ def max_pool(bb, layer):
     dtype = np.dtype(str(call.ty.dtype))
     lowest = float((np.finfo if dtype.kind == "f" else np.iinfo)(dtype).min)
     if dtype == np.uint8:
-        from .emit_int8 import _nchw16c_behind
+        from .emit_int8 import nchw16c_behind
 
-        blocked = _nchw16c_behind(bb, call.args[0])
+        blocked = nchw16c_behind(bb, call.args[0])
         if blocked is not None:
             return _max_pool_nchw16c(bb, blocked, layer, lowest)
     x, width = padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
@@ -103,10 +103,10 @@ def _max_pool_nchw16c(bb, blocked, layer, lowest):
     (a uint8 kernel after it reads the NCHW16c tensor itself)."""
     from . import layout
     from .depthwise import max_pool_nchw16c
-    from .emit_int8 import _padded_nchw16c
+    from .emit_int8 import padded_nchw16c
 
     attrs = layer.call.attrs
-    data = _padded_nchw16c(bb, blocked, tuple(int(p) for p in attrs.padding), lowest)
+    data = padded_nchw16c(bb, blocked, tuple(int(p) for p in attrs.padding), lowest)
     pooled = bb.emit(
         bb.call_te(
             max_pool_nchw16c,

@@ -51,9 +51,9 @@ def _packed_conv_inputs(bb, layer, packing):
 
     zp = int(layer.zero_point)
     pointwise = tuple(layer.weight.shape[2:]) == (1, 1)
-    blocked = _nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c and pointwise else None
+    blocked = nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c and pointwise else None
     if blocked is not None:
-        data, multiple = _padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
+        data, multiple = padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
     else:
         x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
@@ -178,7 +178,7 @@ def depthwise_requantized(bb, chain):
 
     layer, attrs = chain.layer, chain.layer.attrs
     zp, channels = int(layer.zero_point), layer.weight.shape[0]
-    data = _padded_nchw16c(bb, _nchw16c_of(bb, layer.x_q, zp), layer.padding, zp)
+    data = padded_nchw16c(bb, _nchw16c_of(bb, layer.x_q, zp), layer.padding, zp)
     blocks = int(data.ty.shape[1])
     weight = np.zeros((blocks * OC_BLOCK, *layer.weight.shape[2:]), np.int8)
     weight[:channels] = layer.weight[:, 0]
@@ -218,7 +218,7 @@ def _blocked_constants(chain, correction, width=None):
     return padded(correction, "int32"), padded(rescale, "float32"), padded(bias, "float32")
 
 
-def _padded_nchw16c(bb, data, padding, zero_point):
+def padded_nchw16c(bb, data, padding, zero_point):
     """uint8 NCHW16c ``data`` padded spatially with ``zero_point``; ``padding``: (top, left,
     bottom, right)."""
     from tvm.relax import op
@@ -235,13 +235,13 @@ def _nchw16c_of(bb, x_q, zero_point):
     is its unpack, else ``x_q`` packed (padded channels holding ``zero_point``)."""
     from . import layout
 
-    blocked = _nchw16c_behind(bb, x_q)
+    blocked = nchw16c_behind(bb, x_q)
     if blocked is None:
         blocked = bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))
     return blocked
 
 
-def _nchw16c_behind(bb, x_q):
+def nchw16c_behind(bb, x_q):
     """The uint8 NCHW16c tensor a uint8 kernel wrote, when ``x_q`` (N, C, H, W) is its
     unpack, else None."""
     from tvm import relax

@@ -60,8 +60,7 @@ class IntegerLayer:
         zero_point: the input's zero point, int 0..255: the value of the padding (0 when
             there is none: a kernel's padded channels meet zero weights, any value serves).
         weight: int8 numpy weights, (O, C/groups, KH, KW) or (K, N).
-        correction: (O,) int64 subtracted from the accumulator (zero_point * sum(weight),
-            less the bias in accumulator steps when the output is requantized in integer; 0
+        correction: (O,) int64 subtracted from the accumulator, zero_point * sum(weight) (0
             when the graph subtracts none).
         rescale: (O,) float32 per output channel: input scale * weight scale, or the
             integer requantize's multiplier.

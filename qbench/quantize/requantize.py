@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-UINT8_MAX = 255
+from .params import UINT8_MAX
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..graph import quantizable_call
 from . import requantize
+from .chains import name
 from .params import ActivationParams, QuantizedWeight
 
 
@@ -182,7 +183,7 @@ def _zero_padding(value):
     else None."""
     from tvm import relax
 
-    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.pad":
+    if not isinstance(value, relax.Call) or name(value) != "relax.nn.pad":
         return None
     width = [int(w) for w in value.attrs.pad_width]
     plain = value.attrs.pad_mode == "constant" and float(value.attrs.pad_value) == 0.0
@@ -195,7 +196,7 @@ def _max_pool(value):
     """Whether ``value`` max-pools an (N, C, H, W) float32 tensor."""
     from tvm import relax
 
-    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.max_pool2d":
+    if not isinstance(value, relax.Call) or name(value) != "relax.nn.max_pool2d":
         return False
     attrs = value.attrs
     return attrs.layout == "NCHW" and attrs.out_layout == "NCHW" and value.ty.dtype == "float32"
@@ -211,7 +212,7 @@ def _residual_add(call):
     """Whether ``call`` adds two float32 tensors of the same 4-D shape (a residual add)."""
     from tvm import relax
 
-    if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.add":
+    if not isinstance(call, relax.Call) or name(call) != "relax.add":
         return False
     types = [arg.ty for arg in call.args]
     if not all(isinstance(t, relax.TensorType) and t.dtype == "float32" for t in types):
