@@ -1,39 +1,66 @@
-"""Where a TVM build's time goes: every lowered kernel of one model's FP32 or INT8 build,
-timed alone (``time_evaluator`` on zero inputs of its shapes), largest first, then summed by
-kernel kind (the name without its numbers).
+"""Where a TVM build's time goes: every kernel of one model's FP32 or INT8 build, timed where
+it runs, inside the model (the VM's instrument hook stamps each call), summed over its calls
+in one inference (kernels of equal shapes are one function called several times), largest
+first, then summed by kernel kind (the name without its numbers), with each kernel's
+parameter shapes.
 
     python benchmarks/kernel_times.py --model mobilenet_v2 [--batch 1] [--graph tvm_int8]
 
-A kernel timed alone finds its inputs in cache and pays no VM dispatch, so the sum is below
-the model's latency (``latency.py``); it says which kernels to work on, not how fast the
-model runs. Prints the CPU and the kernels by schedule source.
+The hook costs a few microseconds a call (the line "instrumented run" against "plain run"
+says how much), so the sum is a little above the model's latency at batch 1. Prints the CPU
+and the kernels by schedule source.
 """
 
 import argparse
 import re
 import tempfile
+import time
 
 import latency
 import numpy as np
 
-from qbench import build
-from qbench.pipeline import graphs, prepare
+from qbench import build, targets
+from qbench.pipeline import full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report import cpu_name
 
 
-def kernel_ms(func, target, number=20, repeat=5):
-    """Median ms of one call of PrimFunc ``func`` compiled for ``target`` (dict) alone."""
-    import tvm
+def in_model_ms(vm, data, runs=10, warmup=3):
+    """{kernel name: (ms per inference, calls per inference)} over ``runs`` calls of the
+    VM's ``main`` on ``data``, each kernel call stamped by the VM's instrument hook, and the
+    median ms of an instrumented and of a plain inference."""
+    clock, started, totals = time.perf_counter, [0.0], {}
 
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target)
-    dev = tvm.cpu(0)
-    args = [
-        tvm.runtime.tensor(np.zeros([int(s) for s in p.ty.shape], str(p.ty.dtype)), dev)
-        for p in func.params
-    ]
-    timer = lib.mod.time_evaluator("main", dev, number=number, repeat=repeat)
-    return float(np.median(timer(*args).results)) * 1e3
+    def stamp(func, name, before_run, ret_value, *args):
+        if before_run:
+            started[0] = clock()
+        else:
+            spent = totals.setdefault(name, [0.0, 0])
+            spent[0], spent[1] = spent[0] + clock() - started[0], spent[1] + 1
+        return 0
+
+    def median_ms():
+        samples = []
+        for _ in range(runs):
+            t = clock()
+            vm["main"](data)
+            samples.append(clock() - t)
+        return float(np.median(samples)) * 1e3
+
+    for _ in range(warmup):
+        vm["main"](data)
+    plain = median_ms()
+    vm.set_instrument(stamp)
+    instrumented = median_ms()
+    per_run = {k: (ms * 1e3 / runs, calls / runs) for k, (ms, calls) in totals.items()}
+    return per_run, instrumented, plain
+
+
+def _shapes(func):
+    """A kernel's parameters as ``dtype[d0,d1,...]``, inputs then outputs."""
+    return " ".join(
+        f"{p.ty.dtype}[{','.join(str(int(s)) for s in p.ty.shape)}]" for p in func.params
+    )
 
 
 def main():
@@ -48,31 +75,35 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         opts = latency.bench_options(args.model, args.batch, args, tmp, quant=QuantConfig())
         p = prepare(opts)
-        lowered = build.lower(dict(graphs(p))[args.graph], p.target, p.databases)
+        x, _ = next(full_batches(p.images, p.split.eval, p.model, args.batch))
+        mod = dict(graphs(p))[args.graph]
+        lowered = build.lower(mod, p.target, p.databases)
+        vm = build.build(mod, p.target, p.databases).vm
     import tvm
 
-    rows = sorted(
-        (
-            (kernel_ms(f, tvm.target.Target(p.target)), gv.name_hint)
-            for gv, f in lowered.functions_items()
-            if isinstance(f, tvm.tirx.PrimFunc)
-        ),
-        reverse=True,
-    )
+    device = targets.device_for(p.target)
+    per_run, instrumented, plain = in_model_ms(vm, tvm.runtime.tensor(x, device))
+    shapes = {
+        gv.name_hint: _shapes(f)
+        for gv, f in lowered.functions_items()
+        if isinstance(f, tvm.tirx.PrimFunc)
+    }
+    rows = sorted(((ms, calls, name) for name, (ms, calls) in per_run.items()), reverse=True)
     print(
         f"{args.model} batch {args.batch} {args.graph}, CPU {cpu_name()} (mcpu "
         f"{p.target.get('mcpu')}), {args.threads} threads; kernels by schedule "
-        f"{build.schedule_counts(lowered)}"
+        f"{build.schedule_counts(lowered)}; instrumented run {instrumented:.3f} ms, plain "
+        f"run {plain:.3f} ms"
     )
-    for ms, name in rows[: args.top]:
-        print(f"{ms:8.3f} ms  {name}")
+    for ms, calls, name in rows[: args.top]:
+        print(f"{ms:8.3f} ms  {calls:4.1f}x  {name}  {shapes.get(name, '(VM builtin)')}")
     groups = {}
-    for ms, name in rows:
-        group = groups.setdefault(re.sub(r"\d+", "", name), [0.0, 0])
-        group[0], group[1] = group[0] + ms, group[1] + 1
-    print(f"sum {sum(ms for ms, _ in rows):.3f} ms over {len(rows)} kernels; by kind:")
-    for kind, (ms, count) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
-        print(f"{ms:8.3f} ms {count:3d}  {kind}")
+    for ms, calls, name in rows:
+        group = groups.setdefault(re.sub(r"\d+", "", name), [0.0, 0.0])
+        group[0], group[1] = group[0] + ms, group[1] + calls
+    print(f"sum {sum(row[0] for row in rows):.3f} ms over {len(rows)} functions; by kind:")
+    for kind, (ms, calls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        print(f"{ms:8.3f} ms {calls:5.1f} calls  {kind}")
 
 
 if __name__ == "__main__":

@@ -267,6 +267,39 @@ def test_residual_block_equals_numpy_integer_pipeline():
     _assert_logits_on_both_builds(q, x, expected)
 
 
+class _BasicBlock(torch.nn.Module):
+    """A stem conv, then resnet's basic block (3x3 conv + ReLU, 3x3 conv, residual add of
+    the block input, ReLU), then a 1x1 head. 20 channels: the uint8 NCHW16c tensors
+    between the 3x3 convs hold a partial second block. No ReLU after the stem, so the
+    block input's zero point, its padding value, is not 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 20, 3, padding=1)
+        self.conv1 = torch.nn.Conv2d(20, 20, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(20, 20, 3, padding=1)
+        self.head = torch.nn.Conv2d(20, 5, 1)
+
+    def forward(self, x):
+        x = self.stem(x)
+        return self.head(torch.relu(x + self.conv2(torch.relu(self.conv1(x)))))
+
+
+def test_padded_3x3_convs_between_uint8_kernels_equal_numpy_integer_pipeline():
+    """3x3 convs reading the uint8 tensor the conv before them wrote, padded with its zero
+    point, and a residual add in the second one's requantize: logits as the numpy integer
+    pipeline's, on the host kernels and TVM's own ops."""
+    net = _BasicBlock().eval()
+    q, x = _integer_graph(net, 9, 12, rounds=3)
+    stem, conv1, conv2, head = q.plans
+    assert conv1.act.zero_point > 0
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, conv1.act)
+    q2 = _layer_numpy(q1, conv1, net.conv1, conv2.act, (0.0, None))
+    q3 = _layer_numpy(q2, conv2, net.conv2, head.act, (0.0, None), residual=(q1, conv1.act))
+    expected = _layer_numpy(q3, head, net.head)
+    _assert_logits_on_both_builds(q, x, expected)
+
+
 def _integer_graph(net, seed, size, rounds):
     """``net`` quantized on one calibration batch (2, 3, size, size) drawn from ``seed``,
     and an input batch of that shape. Asserts that only the model input is quantized from
