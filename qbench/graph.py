@@ -115,11 +115,91 @@ def _check_float32(call, index, kind):
         )
 
 
-def observer_module(mod):
-    """A copy of ``mod`` whose ``main`` returns (output, input of layer 0, input of layer 1, ...).
+@dataclass(frozen=True)
+class ResidualOutput:
+    """A layer's output that a residual add reads and no layer does: the second operand of
+    an add of two float32 (N, C, H, W) tensors, each a conv's output (its bias added or
+    not) read by that add alone, as resnet's downsample branch (``out += identity``).
+    ``quantize.rewrite`` quantizes it to uint8 with its own calibrated range, so both
+    convs requantize in integer.
 
-    Running it on calibration batches yields every quantizable layer's input activation,
-    in the exact Relax graph that will be quantized.
+    Attributes:
+        layer: the index of the conv that computes it.
+        var: its Relax var in ``main``.
+        add: the Relax var of the add.
+    """
+
+    layer: int
+    var: object
+    add: object
+
+    @staticmethod
+    def range_name(layer_name):
+        """The calibration range's key of a layer's residual output."""
+        return f"{layer_name}:output"
+
+
+def residual_outputs(mod):
+    """The ``ResidualOutput``s of ``mod["main"]``, in binding order."""
+    from tvm import relax
+
+    bindings = main_block(mod).bindings
+    uses = {}
+    for b in bindings:
+        for var in relax.analysis.free_vars(b.value):
+            uses[var] = uses.get(var, 0) + 1
+    outputs, index, found = {}, 0, []  # var -> index of the conv whose output it is
+    for b in bindings:
+        kind, value = quantizable_call(b.value), b.value
+        if kind:
+            if kind == "conv2d":
+                outputs[b.var] = index
+            index += 1
+        elif _bias_add(value) and value.args[0] in outputs and uses[value.args[0]] == 1:
+            outputs[b.var] = outputs[value.args[0]]
+        elif same_shape_add(value):
+            first, second = value.args
+            if all(arg in outputs and uses[arg] == 1 for arg in (first, second)):
+                found.append(ResidualOutput(outputs[second], second, b.var))
+    return found
+
+
+def _bias_add(value):
+    """Whether ``value`` adds a constant to a var (a conv's bias, (1, C, 1, 1))."""
+    import tvm
+    from tvm import relax
+
+    return (
+        isinstance(value, relax.Call)
+        and getattr(value.op, "name", "") == "relax.add"
+        and isinstance(value.args[0], relax.Var)
+        and isinstance(value.args[1], tvm.ir.expr.Constant)
+    )
+
+
+def same_shape_add(value):
+    """Whether ``value`` adds two float32 vars of one (N, C, H, W) shape."""
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.add":
+        return False
+    types = [arg.ty for arg in value.args]
+    if not all(isinstance(arg, relax.Var) for arg in value.args):
+        return False
+    if not all(isinstance(t, relax.TensorType) and t.dtype == "float32" for t in types):
+        return False
+    shapes = [getattr(t, "shape", None) for t in types]
+    if any(shape is None or len(shape) != 4 for shape in shapes):
+        return False
+    return [int(d) for d in shapes[0]] == [int(d) for d in shapes[1]]
+
+
+def observer_module(mod):
+    """A copy of ``mod`` whose ``main`` returns (output, input of layer 0, input of layer 1,
+    ..., then each ``residual_outputs`` tensor).
+
+    Running it on calibration batches yields every quantizable layer's input activation
+    and each residual output, in the exact Relax graph that will be quantized.
     """
     import tvm
     from tvm import relax
@@ -127,6 +207,7 @@ def observer_module(mod):
     func = mod["main"]
     block = main_block(mod)
     observed = [b.value.args[0] for b in block.bindings if quantizable_call(b.value)]
+    observed += [found.var for found in residual_outputs(mod)]
     out = relax.Var("observed")
     bindings = [*block.bindings, relax.VarBinding(out, relax.Tuple([func.body.body, *observed]))]
     body = relax.BlockBuilder().normalize(relax.SeqExpr([relax.DataflowBlock(bindings)], out))

@@ -144,7 +144,9 @@ def test_layers_reading_one_tensor_share_its_quantize():
     q = quantize_tiny(module, calib)
     assert q.plans[1].act == q.plans[2].act  # the same tensor, so the same range
     # one quantize of the input; the shared tensor is requantized once, in integer from the
-    # stem's accumulator (not once per reading layer)
+    # stem's accumulator (not once per reading layer); b's output, which the add reads as
+    # a residual output (graph.ResidualOutput), once more
     counts = graph.op_counts(q.int8_mod)
-    assert counts["relax.quantize"] == 1 and counts["relax.round"] == 1
+    assert counts["relax.quantize"] == 1 and counts["relax.round"] == 2
+    assert q.plans[2].output is not None and q.plans[1].output is None
     assert _rel_err(q.run("int8", x), torch_out(module, x)) < 0.05

@@ -300,6 +300,41 @@ def test_padded_3x3_convs_between_uint8_kernels_equal_numpy_integer_pipeline():
     _assert_logits_on_both_builds(q, x, expected)
 
 
+class _Downsampling(torch.nn.Module):
+    """A stem conv + ReLU, then resnet's basic block that downsamples (3x3 conv stride 2 +
+    ReLU, 3x3 conv, plus a 1x1 stride-2 conv of the block input, ReLU), then a 1x1 head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv1 = torch.nn.Conv2d(16, 24, 3, stride=2, padding=1)
+        self.conv2 = torch.nn.Conv2d(24, 24, 3, padding=1)
+        self.down = torch.nn.Conv2d(16, 24, 1, stride=2)
+        self.head = torch.nn.Conv2d(24, 5, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        out = self.conv2(torch.relu(self.conv1(x)))
+        out += self.down(x)
+        return self.head(torch.relu(out))
+
+
+def test_downsample_branch_equals_numpy_integer_pipeline():
+    """The down conv requantizes to its output's own uint8 grid, and the second conv adds
+    that uint8 tensor in its integer requantize: logits as the numpy integer pipeline's,
+    on the host kernels and TVM's own ops."""
+    net = _Downsampling().eval()
+    q, x = _integer_graph(net, 11, 12, rounds=4)
+    stem, conv1, conv2, down, head = q.plans
+    assert down.output is not None and down.output.zero_point > 0
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, conv1.act, (0.0, None))
+    q2 = _layer_numpy(q1, conv1, net.conv1, conv2.act, (0.0, None))
+    q_down = _layer_numpy(q1, down, net.down, down.output)
+    q3 = _layer_numpy(q2, conv2, net.conv2, head.act, (0.0, None), residual=(q_down, down.output))
+    expected = _layer_numpy(q3, head, net.head)
+    _assert_logits_on_both_builds(q, x, expected)
+
+
 def _integer_graph(net, seed, size, rounds):
     """``net`` quantized on one calibration batch (2, 3, size, size) drawn from ``seed``,
     and an input batch of that shape. Asserts that only the model input is quantized from

@@ -18,7 +18,7 @@ from ..atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: ranges of residual outputs (graph.ResidualOutput) too
 
 
 def cache_key(**parts):
@@ -54,7 +54,8 @@ def save_cached(cache_dir, key, ranges, meta):
 def calibrate_module(
     mod, layers, batches, config, target, input_shape, batch_size, total=None, databases=()
 ):
-    """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range.
+    """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range
+    and each residual output's (``graph.residual_outputs``).
 
     Args:
         mod: FP32 ``tvm.IRModule`` (``frontend.import_model``).
@@ -69,10 +70,11 @@ def calibrate_module(
         databases: tuning database folders applied to the observer build.
 
     Returns:
-        ``Range`` by layer name.
+        ``Range`` by layer name, and by ``ResidualOutput.range_name(layer name)`` for the
+        residual output of a layer.
     """
     from .. import build
-    from ..graph import observer_module
+    from ..graph import ResidualOutput, observer_module, residual_outputs
     from ..runners import TVMRunner
     from ..targets import device_for
 
@@ -83,8 +85,10 @@ def calibrate_module(
         input_shape,
         "observer",
     )
+    names = [layer.name for layer in layers]
+    names += [ResidualOutput.range_name(names[r.layer]) for r in residual_outputs(mod)]
     return collect_ranges(
-        observer, batches, layers, config.calib_mode, config.collector_params(), total
+        observer, batches, names, config.calib_mode, config.collector_params(), total
     )
 
 
@@ -99,21 +103,22 @@ def _valid_rows(act, batch_size, n_valid):
     return act[: n_valid * (rows // batch_size)]
 
 
-def collect_ranges(observer, batches, layers, mode, params, total=None):
-    """Feed calibration batches through ``observer`` and compute one range per layer input.
+def collect_ranges(observer, batches, names, mode, params, total=None):
+    """Feed calibration batches through ``observer`` and compute one range per observed
+    tensor.
 
     Args:
         observer: a runner whose ``infer_all(x)`` returns (output, input of layer 0, ...),
             built from ``graph.observer_module``.
+        names: the name of each observed tensor, in the observer's output order.
         batches: iterable of (x, n_valid), x float32 (N, C, H, W) full-size.
-        layers: the ``graph.Layer`` list, in the observer's output order.
         mode, params: calibration mode and collector parameters.
         total: number of batches, for the progress bar.
 
     Returns:
-        ``Range`` by layer name.
+        ``Range`` by name.
     """
-    collectors = [make_collector(mode, **params) for _ in layers]
+    collectors = [make_collector(mode, **params) for _ in names]
     for b, (x, n_valid) in enumerate(
         tqdm(
             batches,
@@ -127,4 +132,4 @@ def collect_ranges(observer, batches, layers, mode, params, total=None):
         outputs = observer.infer_all(x)[1:]
         for collector, act in zip(collectors, outputs, strict=True):
             collector.update(_valid_rows(act, len(x), n_valid), batch=b)
-    return {layer.name: c.compute_range() for layer, c in zip(layers, collectors, strict=True)}
+    return {name: c.compute_range() for name, c in zip(names, collectors, strict=True)}

@@ -49,6 +49,8 @@ class FakeLayer:
         fold_scale: float64 (C_out,): the INT8 graph's output per unit of this module's
             output, per channel (the BatchNorm factor gamma / sqrt(var + eps) folded into
             the graph's weight; 1 without one).
+        output: (scale, zero_point) of the layer's residual output (``LayerPlan.output``),
+            or None.
     """
 
     index: int
@@ -61,11 +63,11 @@ class FakeLayer:
     weight_q: torch.Tensor
     fold_scale: np.ndarray
     shift: torch.Tensor = None
+    output: tuple = None
 
     def quantize_input(self, x):
         """``x`` (any shape, float32) through the uint8 grid: quantized, then dequantized."""
-        q = torch.clamp(torch.round(x / self.scale) + self.zero_point, 0, UINT8_MAX)
-        return (q - self.zero_point) * self.scale
+        return _through_grid(x, self.scale, self.zero_point)
 
     def forward(self, x, weight_q=True, input_q=True):
         """The module's output for input ``x`` with the quantized weight and/or input, by
@@ -81,6 +83,11 @@ class FakeLayer:
         if self.shift is None:
             return out
         return out + (self.shift.view(1, -1, 1, 1) if out.dim() == 4 else self.shift)
+
+
+def _through_grid(x, scale, zero_point):
+    q = torch.clamp(torch.round(x / scale) + zero_point, 0, UINT8_MAX)
+    return (q - zero_point) * scale
 
 
 def fake_layers(module, layers, plans):
@@ -107,6 +114,8 @@ def fake_layers(module, layers, plans):
         fake = FakeLayer(
             layer.index, layer.name, sub, act.scale, act.zero_point, lo, hi, weight_q, fold
         )
+        if plan.output is not None:
+            fake.output = (plan.output.scale, plan.output.zero_point)
         if plan.bias_shift is not None:  # graph units -> this module's units
             own = np.divide(plan.bias_shift, fold, out=np.zeros_like(fold), where=fold != 0)
             fake.shift = torch.from_numpy(own.astype(np.float32))
@@ -254,9 +263,12 @@ def quantized(model, fakes, active, measure=None):
             handles.append(fake.module.register_forward_pre_hook(hook))
         on = fake.index in active
         handles.append(fake.module.register_forward_hook(_record(seen, fake, on, measure)))
+        if on and fake.output is not None:
+            handles.append(fake.module.register_forward_hook(residuals.expect(fake.output)))
 
     def run(x):
         residuals.twins.clear()
+        residuals.pending = None
         with residuals:
             return torch.func.functional_call(model, weights, (x,))
 
@@ -286,17 +298,34 @@ class _QuantizedResiduals(TorchFunctionMode):
     of one 4-D shape reads, for an input that a quantized conv has read before, that
     conv's quantized input, as the graph reads its uint8 tensor dequantized. ``twins`` maps
     id(tensor) -> (tensor, its quantized copy), filled by the convs' pre-hooks in the
-    order the model runs (the graph's order, which ``torch.export`` keeps)."""
+    order the model runs (the graph's order, which ``torch.export`` keeps). A layer with a
+    residual output (``graph.ResidualOutput``, resnet's downsample conv) leaves its
+    parameters ``pending``: the next residual add quantizes its second input, read by no
+    conv, with them, as the graph quantizes that layer's output (``torch.export`` keeps
+    the operands' order)."""
 
     def __init__(self):
         super().__init__()
         self.twins = {}
+        self.pending = None
+
+    def expect(self, output):
+        """A forward hook that leaves ``output`` (scale, zero_point) pending."""
+
+        def hook(module, args, out):
+            self.pending = output
+
+        return hook
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _ADDS + _ADDS_IN_PLACE and len(args) == 2 and self._residual(*args):
             first = args[0] if func in _ADDS_IN_PLACE else self._twin(args[0])
-            args = (first, self._twin(args[1]))
+            second = self._twin(args[1])
+            if second is args[1] and self.pending is not None:
+                second = _through_grid(second, *self.pending)
+            self.pending = None
+            args = (first, second)
         return func(*args, **kwargs)
 
     @staticmethod

@@ -5,6 +5,7 @@ import logging
 import numpy as np
 
 from ..errors import UserError
+from ..graph import ResidualOutput
 from .params import UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
 
@@ -32,7 +33,8 @@ def make_plans(layers, ranges, config):
 
     Args:
         layers: ``graph.Layer`` list in graph order.
-        ranges: calibrated ``Range`` of each layer's input, by layer name.
+        ranges: calibrated ``Range`` of each layer's input, by layer name, and of each
+            residual output (``graph.ResidualOutput.range_name``).
         config: the ``QuantConfig``.
     """
     plans = []
@@ -41,7 +43,9 @@ def make_plans(layers, ranges, config):
             plans.append(LayerPlan(reason=reason))
             continue
         r = ranges[layer.name]
-        plans.append(LayerPlan(activation_params(r.lo, r.hi), weight))
+        out = ranges.get(ResidualOutput.range_name(layer.name))
+        output = None if out is None else activation_params(out.lo, out.hi)
+        plans.append(LayerPlan(activation_params(r.lo, r.hi), weight, output=output))
     return plans
 
 

@@ -11,16 +11,18 @@ W_q with per-channel scales s_w, the rewrite emits
 
 One uint8 tensor stands for each FP32 tensor that quantized layers read: layers reading the
 same tensor with the same parameters share one quantize (resnet's block input feeds the
-block's first conv and its downsample conv). A residual add of such a tensor reads its
-uint8 tensor, dequantized. A zero padding or a max pooling before a quantize runs on the
-uint8 tensor instead (both commute with the quantize exactly). Then ``requantize.fold``
-turns every layer whose output reaches the next layers' quantize only through its bias, a
-residual add and a ReLU/ReLU6 into an integer requantize from the int32 accumulator to that
-uint8 (one float32 multiplier and bias per channel, the activation as clamp bounds), so
-uint8 flows from such a layer to the next. Other ops (average pooling, concat, a residual
-add read by a pool) stay FP32, quantized again at the next layer. The graph is
-target-neutral: which kernel computes each integer layer is chosen when it is lowered
-(``kernels.select``).
+block's first conv and its downsample conv). A residual add of such a tensor reads its uint8
+tensor, dequantized; a residual add of two convs' outputs (resnet's downsample branch,
+``graph.ResidualOutput``) reads its second input quantized with that tensor's own calibrated
+parameters (``LayerPlan.output``), dequantized. A zero padding or a max pooling before a
+quantize runs on the uint8 tensor instead (both commute with the quantize exactly). Then
+``requantize.fold`` turns every layer whose output reaches the next layers' quantize only
+through its bias, a residual add and a ReLU/ReLU6 into an integer requantize from the int32
+accumulator to that uint8 (one float32 multiplier and bias per channel, the activation as
+clamp bounds), so uint8 flows from such a layer to the next. Other ops (average pooling,
+concat, a residual add read by a pool) stay FP32, quantized again at the next layer. The
+graph is target-neutral: which kernel computes each integer layer is chosen when it is
+lowered (``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import quantizable_call
+from ..graph import main_block, quantizable_call, residual_outputs, same_shape_add
 from . import requantize
 from .chains import name
 from .params import ActivationParams, QuantizedWeight
@@ -36,12 +38,15 @@ from .params import ActivationParams, QuantizedWeight
 
 @dataclass
 class LayerPlan:
-    """What the rewrite does to one layer: ``act``/``weight`` are None when it stays FP32."""
+    """What the rewrite does to one layer: ``act``/``weight`` are None when it stays FP32;
+    ``output``, where the layer's output is a residual output (``graph.ResidualOutput``),
+    the uint8 parameters it is quantized to before the add, else None."""
 
     act: ActivationParams = None
     weight: QuantizedWeight = None
     reason: str = ""
     bias_shift: np.ndarray = None  # float (C_out,) added to the output (``quantize.bias``)
+    output: ActivationParams = None  # of its residual output (``graph.ResidualOutput``)
 
     @property
     def quantized(self):
@@ -68,9 +73,10 @@ def rewrite(mod, plans, simulate=False):
             self.twins = {}  # FP32 var -> (its uint8 var, ActivationParams): a conv input
 
         def visit_call_(self, call):
+            layer = residual_layer.get(call)
             call = self.visit_expr_post_order(call)
-            if _residual_add(call):
-                return self.residual(call)
+            if same_shape_add(call):
+                return self.residual(call, layer)
             kind = quantizable_call(call)
             if kind is None:
                 return call
@@ -127,12 +133,18 @@ def rewrite(mod, plans, simulate=False):
                     return self.bound_value(fields.fields[value.index])
             return value
 
-        def residual(self, call):
+        def residual(self, call, layer):
             """A residual add whose inputs quantized layers read already: it reads their
-            uint8 tensors, dequantized, so no FP32 copy of them need be kept."""
+            uint8 tensors, dequantized, so no FP32 copy of them need be kept. Its second
+            input, when it is the residual output of ``layer`` (an index, or None) and that
+            layer's plan gives the output's parameters, is quantized with them and read
+            dequantized (both convs then requantize in integer)."""
             from tvm.relax import op
 
             twins = [self.twins.get(arg) for arg in call.args]
+            output = None if layer is None else plans[layer].output
+            if twins[1] is None and output is not None:
+                twins[1] = (self.cached(call.args[1], output, 1), output)
             if not any(twins):
                 return call
             args = [
@@ -141,6 +153,8 @@ def rewrite(mod, plans, simulate=False):
             ]
             return op.add(*args)
 
+    added = {r.add: r.layer for r in residual_outputs(mod)}
+    residual_layer = {b.value: added[b.var] for b in main_block(mod).bindings if b.var in added}
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
@@ -206,22 +220,6 @@ def _pad(x_q, width, zero_point):
     from tvm.relax import op
 
     return op.nn.pad(x_q, width, pad_value=float(zero_point))
-
-
-def _residual_add(call):
-    """Whether ``call`` adds two float32 tensors of the same 4-D shape (a residual add)."""
-    from tvm import relax
-
-    if not isinstance(call, relax.Call) or name(call) != "relax.add":
-        return False
-    types = [arg.ty for arg in call.args]
-    if not all(isinstance(t, relax.TensorType) and t.dtype == "float32" for t in types):
-        return False
-    shapes = [getattr(t, "shape", None) for t in types]
-    if any(shape is None for shape in shapes):
-        return False
-    dims = [[int(d) for d in shape] for shape in shapes]
-    return len(dims[0]) == 4 and dims[0] == dims[1]
 
 
 def _channel_shape(kind, n):
