@@ -11,7 +11,10 @@ model; "of peak" divides it by this CPU's register-only peak, measured in the sa
 runners the sequence of qbench's INT8 kernels for this CPU class (PyTorch's FBGEMM may use
 another: ``alu_peak.py`` prints them all); "not measured" where none applies. Each model and
 batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio TVM INT8
-/ TVM FP32.
+/ TVM FP32. ``--target`` builds the TVM runners for another CPU class this host can run
+(``'{"kind": "llvm", "mcpu": "znver3"}'``: AVX2 code on any AVX2 host; PyTorch keeps its
+own dispatch, so compare the TVM rows only); ``--reduce-range`` adds the INT8 build with
+7-bit weights (``qbench run --reduce-range``).
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
 """
@@ -65,8 +68,9 @@ def torchao_int8(module, calib, batch_size, shape):
     return torch.compile(convert_pt2e(prepared))
 
 
-def runners(prepared, calib):
-    """(name, runner or the reason it is missing) for every runner of one model and batch."""
+def runners(prepared, calib, reduced=None):
+    """(name, runner or the reason it is missing) for every runner of one model and batch;
+    with ``reduced`` (the ``Prepared`` of ``--reduce-range``) its INT8 build too."""
     import torch
 
     opts, model, target = prepared.opts, prepared.model, prepared.target
@@ -82,9 +86,14 @@ def runners(prepared, calib):
             out.append((name, TorchRunner(make(), n, shape, name)))
         except Exception as e:  # noqa: BLE001 - report the failure, never hide it
             out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
-    for name, mod in graphs(prepared):
+    built = [
+        ("TVM " + name.removeprefix("tvm_").upper(), name, mod) for name, mod in graphs(prepared)
+    ]
+    if reduced is not None:
+        int8 = dict(graphs(reduced))["tvm_int8"]
+        built.append(("TVM INT8 (reduce_range)", "tvm_int8_reduce_range", int8))
+    for label, name, mod in built:
         vm = build.build(mod, target, prepared.databases).vm
-        label = "TVM " + name.removeprefix("tvm_").upper()
         out.append((label, TVMRunner(vm, targets.device_for(target), n, shape, name)))
     return out, prepared.tuning
 
@@ -99,6 +108,7 @@ def bench_options(model_name, batch, args, tmp, **fields):
         eval_size=batch,
         batch_size=batch,
         threads=args.threads,
+        target=getattr(args, "target", "llvm"),
         cache_dir=tmp,
         reports_dir=tmp,
         **fields,
@@ -112,7 +122,11 @@ def measure(model_name, batch, args):
         calib = [x for x, _ in full_batches(p.images, p.split.calib, p.model, batch)]
         x, _ = next(full_batches(p.images, p.split.eval, p.model, batch))
         macs = graph.gemm_macs(p.imported.mod)
-        found, tuned = runners(p, calib)
+        reduced = None
+        if args.reduce_range:
+            quant = QuantConfig(reduce_range=True)
+            reduced = prepare(bench_options(model_name, batch, args, tmp, quant=quant, **extra))
+        found, tuned = runners(p, calib, reduced)
     rows, eager, medians = [], None, {}
     fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels["cpu_class"], args.peaks)
     timed = timing.time_runners(
@@ -126,6 +140,8 @@ def measure(model_name, batch, args):
         eager = eager or median
         gmacs = macs / (median / 1e3) / 1e9
         peak = int8_peak if "INT8" in name else fp32_peak
+        if "reduce_range" in name:  # vpmaddubsw's sequence, whatever the class
+            peak = args.peaks.get("pmaddubsw_ymm")
         rows.append(
             [
                 model_name,
@@ -142,6 +158,9 @@ def measure(model_name, batch, args):
         f"; TVM INT8 / TVM FP32 = {medians['TVM INT8'] / medians['TVM FP32']:.3f}",
         file=sys.stderr,
     )
+    if reduced is not None:
+        line = int8_kernels_line(reduced.int8_kernels)
+        print(f"{model_name} batch {batch}: reduce_range build: {line}", file=sys.stderr)
     print(f"{model_name} batch {batch}: timing {timing.describe(timed.protocol)}", file=sys.stderr)
     print(
         f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "
@@ -167,6 +186,8 @@ def main():
     p = grid_parser(__doc__)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
+    p.add_argument("--target", default="llvm", help="as qbench run's --target")
+    p.add_argument("--reduce-range", action="store_true", help="add the 7-bit-weight INT8 build")
     args = p.parse_args()
     try:
         args.peaks = alu_peak.measure(args.threads)

@@ -330,6 +330,12 @@ def _add_quant_options(r):
         help="add to each INT8 layer's output the per-channel mean shift quantization "
         "gives it on the calibration images (empirical bias correction)",
     )
+    r.add_argument(
+        "--reduce-range",
+        action="store_true",
+        help="7-bit weights ([-63, 63]): on AVX2 CPUs without VNNI they run on FBGEMM's "
+        "vpmaddubsw kernel, exact; they cost weight precision everywhere",
+    )
     _add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
     r.add_argument("--reports-dir", default="reports", help="reports are written under it")
@@ -468,6 +474,7 @@ def _options(args):
         simulate=args.simulate,
         weight_rounding=args.weight_rounding,
         bias_correction=args.bias_correction,
+        reduce_range=args.reduce_range,
     )
     from .tuning import default_root
 

@@ -97,7 +97,7 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
         ),
         config=config,
         policy=opts.policy,
-        precision=_precision(opts.quant.simulate),
+        precision=_precision(opts.quant),
         calibration=prepared.calibration,
         tuning=prepared.tuning,
         layers=_layers(prepared),
@@ -111,24 +111,33 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
     )
 
 
-def _precision(simulate):
-    """The report's words for the INT8 graph's arithmetic (``precision``)."""
-    if simulate:
+def _precision(quant):
+    """The report's words for the INT8 graph's arithmetic (``precision``) under ``quant``
+    (``QuantConfig``)."""
+    if quant.simulate:
         return {
             "integer_ops": "conv2d, matmul: SIMULATED (fake-quantized FP32)",
             "between_layers": "float32 (quantized and dequantized at each layer's input)",
         }
     return {
-        "integer_ops": "conv2d, matmul: uint8 x int8 -> int32; where the output goes only "
+        "integer_ops": f"conv2d, matmul: uint8 x {_weight_words(quant)} -> int32; where the "
+        "output goes only "
         "through bias and ReLU/ReLU6 to INT8 layers, integer requantize to uint8 (bias in "
         "int32, one float32 multiplier per channel, round half to even, zero point, "
         "activation as clamp: FBGEMM's scheme; in the conv's kernel on qbench's CPU "
         "kernels); elsewhere rescaled to float32",
         "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
-        "kernels), a residual add reading its input's uint8 tensor, zero padding and max "
-        "pooling on uint8; float32 after the others (average pool, concat, the logits), "
-        "quantized at the next layer",
+        "kernels), a residual add reading its inputs' uint8 tensors (a downsample conv's "
+        "output requantized to its own calibrated uint8), zero padding and max pooling on "
+        "uint8; float32 after the others (average pool, concat, the logits), quantized at "
+        "the next layer",
     }
+
+
+def _weight_words(quant):
+    if quant.reduce_range:
+        return "int8 of 7-bit values ([-63, 63], --reduce-range)"
+    return "int8"
 
 
 def _layers(prepared):

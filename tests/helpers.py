@@ -113,3 +113,35 @@ def integer_gemm_kernels(mod, target=None):
         if (eight_bit or widened) and int32_acc:
             found.append(str(gvar))
     return found
+
+
+def packed_conv_module(shape, w, zp, strides, dilation, path):
+    """A Relax module computing the exact conv of uint8 ``x`` of ``shape`` (N, C, H, W) and
+    int8 ``w`` (O, C, KH, KW) on the packed kernel of ``path`` (``layout.PACKINGS``), as
+    float32 (the int32 sums, exact below 2**24)."""
+    from tvm import relax
+
+    from qbench.kernels import layout
+    from qbench.kernels.conv2d import requantized_conv
+
+    packing = layout.PACKINGS[path]
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, "uint8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            args = packing.block, packing.data_dtype, packing.offset
+            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, *args))
+            packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
+            wc = relax.const(packed_w, packed_w.dtype.name)
+            # correction -offset * sum(w) undoes the pack's offset (``zp`` only fills
+            # padded channels, whose weights are 0); rescale 1: the float32 output is the
+            # exact int32 sum of x * w (< 2**24)
+            undo = -packing.offset * w.astype(np.int64).sum(axis=(1, 2, 3))
+            zeros = relax.const(undo.astype(np.int32))
+            ones = relax.const(np.ones(w.shape[0], np.float32))
+            conv = bb.call_te(
+                requantized_conv, p, wc, zeros, ones, strides, dilation, False, packing.op_name
+            )
+            out = bb.emit_output(conv)
+        bb.emit_func_output(out)
+    return bb.get()

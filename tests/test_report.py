@@ -343,9 +343,13 @@ def test_environment_line_names_the_timing_protocol_and_its_settings():
 
 
 def test_precision_names_the_requantize_scheme_and_simulation():
+    from qbench.quantize import QuantConfig
     from qbench.report import _precision
 
-    built, simulated = _precision(False), _precision(True)
+    built, simulated = _precision(QuantConfig()), _precision(QuantConfig(simulate=True))
+    assert built["integer_ops"].startswith("conv2d, matmul: uint8 x int8 -> int32")
+    reduced = _precision(QuantConfig(reduce_range=True))["integer_ops"]
+    assert "7-bit values ([-63, 63], --reduce-range)" in reduced
     assert "round half to even" in built["integer_ops"]
     assert "integer requantize" in built["integer_ops"] and "multiplier" in built["integer_ops"]
     assert built["between_layers"].startswith("uint8 from one such layer")

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, exact_conv, quantize_tiny, run_tvm
+from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench import build, lowering, tuning
 from qbench.kernels import layout
-from qbench.kernels.conv2d import register_block, requantized_conv
+from qbench.kernels.conv2d import register_block
 from qbench.kernels.intrin import (
     _passes_word_operands,
     ensure_vnni_intrin,
@@ -91,32 +91,6 @@ def _run_target(path):
     return target
 
 
-def _packed_conv_module(shape, w, zp, strides, dilation, path):
-    from tvm import relax
-
-    packing = layout.PACKINGS[path]
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(shape, "uint8"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            args = packing.block, packing.data_dtype, packing.offset
-            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, *args))
-            packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
-            wc = relax.const(packed_w, packed_w.dtype.name)
-            # correction -offset * sum(w) undoes the pack's offset (``zp`` only fills
-            # padded channels, whose weights are 0); rescale 1: the float32 output is the
-            # exact int32 sum of x * w (< 2**24)
-            undo = -packing.offset * w.astype(np.int64).sum(axis=(1, 2, 3))
-            zeros = relax.const(undo.astype(np.int32))
-            ones = relax.const(np.ones(w.shape[0], np.float32))
-            conv = bb.call_te(
-                requantized_conv, p, wc, zeros, ones, strides, dilation, False, packing.op_name
-            )
-            out = bb.emit_output(conv)
-        bb.emit_func_output(out)
-    return bb.get()
-
-
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize(
     "c,o,hw,k,strides,dilation",
@@ -131,7 +105,7 @@ def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, (2, c, hw, hw)).astype(np.uint8)
     w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
-    module = _packed_conv_module(x.shape, w, 7, strides, dilation, path)
+    module = packed_conv_module(x.shape, w, 7, strides, dilation, path)
     got = run_tvm(build.compile(module, LLVM), x)
     np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilation))
 
@@ -144,7 +118,7 @@ def test_worst_case_operands_are_exact(path, weight):
     _runs_here(path)
     x = np.full((1, 16, 5, 5), 255, np.uint8)
     w = np.full((16, 16, 3, 3), weight, np.int8)
-    got = run_tvm(build.compile(_packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
+    got = run_tvm(build.compile(packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
     assert got.flat[0] == 255 * weight * 16 * 9  # by hand: 144 products per output
     np.testing.assert_array_equal(got, exact_conv(x, w))
 
@@ -155,7 +129,7 @@ def test_every_path_compiles_to_its_instruction(path):
     assembly must hold the path's instruction (a tensorize that LLVM rejected would leave
     scalar code)."""
     w = np.ones((16, 8, 3, 3), np.int8)
-    module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
+    module = packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
     assembly = build.assembly(build.compile(module, _class_target(path)))
     assert assembly.count(PATHS[path][1]) >= 4
 
@@ -258,7 +232,7 @@ def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(target, 
     assert select.cpu_class(target) == cpu_class
     if path:
         w = np.ones((16, 8, 3, 3), np.int8)
-        module = _packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
+        module = packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
         assert build.assembly(build.compile(module, target)).count(PATHS[path][1]) >= 4
 
 

@@ -160,6 +160,7 @@ def ensure_vnni_intrin():
 
 
 AVX2_INTRIN = "dot_16x2_i16_avx2"
+AVX2_U8_INTRIN = "dot_16x4_u8s7_avx2"
 
 
 AVX512BW_INTRIN = "dot_16x2_i16_avx512bw"
@@ -176,6 +177,39 @@ _PACKED_INTRINSICS = {
 }
 
 
+def _maddubs_impl():
+    """The implementation of ``AVX2_U8_INTRIN`` (semantics: ``_dot_desc(16, 4, "uint8",
+    "int8")``): 4 uint8 of A broadcast against 16x4 int8 weights B, per 8 output channels
+    one ``vpmaddubsw`` (int16 sums of byte pairs, saturating), one ``vpmaddwd`` against ones
+    (int32 sums of the pairs: quads) and one ``vpaddd``. Exact only for weights in [-63, 63]
+    (|2 x 255 x 63| < 32767): ``kernels.select`` gives it no other layer."""
+    madd_bytes, madd_words = "llvm.x86.avx2.pmadd.ub.sw", "llvm.x86.avx2.pmadd.wd"
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((4,), "uint8", offset_factor=1),
+        B: T.Buffer((16, 4), "int8", offset_factor=1),
+        C: T.Buffer((16,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            word = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+            a = T.reinterpret(T.broadcast(word, 8), dtype="int8x32")
+            ones = T.broadcast(T.int16(1), 16)
+            for i in T.unroll(2):
+                acc = C.vload([i * 8], dtype="int32x8")
+                b = B.vload([i * 8, 0], dtype="int8x32")
+                pairs = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(madd_bytes), a, b, dtype="int16x16"
+                )
+                C[T.ramp(i * 8, 1, 8)] = acc + T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(madd_words), pairs, ones, dtype="int32x8"
+                )
+
+    return impl
+
+
 def ensure_intrin(name):
     """Register the 16-lane dot-product intrinsic ``name`` (idempotent; call before
     scheduling with it). ``VNNI_INTRIN`` is TVM's own, mended by ``ensure_vnni_intrin``;
@@ -185,6 +219,8 @@ def ensure_intrin(name):
       ``vpmaddwd`` (ymm) and two ``vpaddd``. The int16 pair sums of 8-bit values are exact,
       unlike ``vpmaddubsw``'s saturating ones;
     - ``AVX512BW_INTRIN``: the same pairs, one ``vpmaddwd`` (zmm);
+    - ``AVX2_U8_INTRIN``: uint8 x 7-bit int8 quads, ``vpmaddubsw`` + ``vpmaddwd`` (FBGEMM's
+      AVX2 kernel, ``_maddubs_impl``), for weights in [-63, 63] only;
     - ``AVXVNNI_INTRIN``: uint8 x int8 quads, two 256-bit ``vpdpbusd`` (AVX-VNNI);
     - ``SDOT_INTRIN``: int8 x int8 quads, four ``sdot`` (aarch64 dot-product extension).
     """
@@ -194,6 +230,9 @@ def ensure_intrin(name):
     try:
         TensorIntrin.get(name)
     except ValueError:  # "TensorIntrin ... is not registered"
+        if name == AVX2_U8_INTRIN:
+            TensorIntrin.register(name, _dot_desc(16, 4, "uint8", "int8"), _maddubs_impl())
+            return
         a_dtype, b_dtype, depth, *call = _PACKED_INTRINSICS[name]
         impl = _dot_impl(a_dtype, b_dtype, depth, *call)
         TensorIntrin.register(name, _dot_desc(16, depth, a_dtype, b_dtype), impl)

@@ -79,6 +79,15 @@ PACKINGS = {  # by kernel path (``kernels.select``)
         "vpmaddwd",
         REGISTER_COLUMNS,
     ),
+    "avx2_u8": Packing(
+        IC_BLOCK,
+        "uint8",
+        np.int8,
+        "qbench.conv2d_nchw4c_u8_avx2",
+        intrin.AVX2_U8_INTRIN,
+        "vpmaddubsw",
+        AVX2_REGISTER_COLUMNS,
+    ),
     "avx2": Packing(
         PAIR_BLOCK,
         "int16",

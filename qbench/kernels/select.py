@@ -3,7 +3,8 @@
 ``KERNELS`` is the registry: each entry names the op patterns it computes
 (``patterns.CONV2D`` ...), the precision, the LLVM CPU features it needs (all of them) and its
 emitter. Every layer of a graph (``patterns.float_layer``, ``patterns.integer_layer``) gets the
-first entry that takes its pattern and whose features the target has; a layer no entry takes
+first entry that takes its pattern (and the layer, where the entry ``accepts`` only some) and
+whose features the target has; a layer no entry takes
 keeps TVM's op and gets a default schedule. The INT8 graph that reaches this step is the
 plain, target-neutral integer graph of ``quantize.rewrite``; a new CPU class or op is one
 entry here.
@@ -15,6 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
+from ..quantize.params import INT7_MAX
 from . import emit_fp32, emit_int8
 from .layout import PACKINGS
 from .patterns import (
@@ -55,18 +59,25 @@ class Kernel:
     emit: Callable
     cpu_class: str = ""
     emit_u8: Callable = None
+    accepts: Callable = None  # layer -> bool, where the kernel takes only some layers
 
 
-def _int8_gemm(path, features, cpu_class):
+def _fits_int7(layer):
+    """Whether ``layer``'s int8 weights all lie in [-63, 63] (``QuantConfig.reduce_range``)."""
+    return int(np.abs(layer.weight.astype(np.int16)).max(initial=0)) <= INT7_MAX
+
+
+def _int8_gemm(path, features, cpu_class, accepts=None):
     emit = functools.partial(emit_int8.packed, packing=PACKINGS[path])
     emit_u8 = functools.partial(emit_int8.packed_requantized, packing=PACKINGS[path])
-    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8)
+    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8, accepts)
 
 
 KERNELS = (
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
     _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
     _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
+    _int8_gemm("avx2_u8", ("avx2",), "", _fits_int7),  # --reduce-range's 7-bit weights
     _int8_gemm("avx2", ("avx2",), "AVX2"),
     _int8_gemm("neon_dot", ("dotprod",), "Arm dot product"),
     Kernel(
@@ -92,6 +103,8 @@ def choose(layer, target):
 
     for kernel in KERNELS:
         if kernel.precision != layer.precision or layer.op not in kernel.ops:
+            continue
+        if kernel.accepts is not None and not kernel.accepts(layer):
             continue
         if all(has_feature(target, f) for f in kernel.features):
             return kernel

@@ -39,8 +39,15 @@ class QuantConfig:
             evaluation sample photos, percentile; see README), nearest rounding gave 19.6 dB
             of logits SQNR, with bias correction 23.5 dB, GPTQ 25.2 dB, GPTQ with bias
             correction 24.8 dB.
+        reduce_range: 7-bit weights, in [-63, 63] (FBGEMM's ``reduce_range`` trades a bit
+            of weight precision for its AVX2 kernel): off by default. On an AVX2 CPU
+            without VNNI, layers whose weights fit 7 bits run on ``vpmaddubsw``, whose
+            int16 pair sums of uint8 x int7 products cannot saturate (2 x 255 x 63 <
+            32767), so they stay exact (``kernels.select``); elsewhere it only costs
+            precision.
         activation_dtype: ``uint8``, affine with a zero point (VNNI multiplies u8 x s8).
-        weight_dtype: ``int8``, symmetric, range [-127, 127].
+        weight_dtype: ``int8``, symmetric, range [-127, 127] ([-63, 63] with
+            ``reduce_range``).
     """
 
     calib_mode: str = "percentile"
@@ -53,6 +60,7 @@ class QuantConfig:
     simulate: bool = False
     weight_rounding: str = "gptq"
     bias_correction: bool = False
+    reduce_range: bool = False
     activation_dtype: str = "uint8"
     weight_dtype: str = "int8"
     version: int = CONFIG_VERSION

@@ -38,7 +38,7 @@ MAX_INPUTS = 4608  # weights per output channel (d) up to which GPTQ rounds a la
 # largest 3x3 conv); H takes d^2 memory and its factor d^3 time: larger layers keep nearest
 
 
-def gptq_round(rows, scale, hessian, damp=DAMP):
+def gptq_round(rows, scale, hessian, damp=DAMP, qmax=INT8_MAX):
     """Round weight rows to int8 with GPTQ.
 
     Args:
@@ -46,9 +46,10 @@ def gptq_round(rows, scale, hessian, damp=DAMP):
         scale: float tensor (G, O), > 0: each channel's int8 step.
         hessian: float tensor (G, d, d): sum of p p^T over the group's input patches p.
         damp: fraction of the mean diagonal added to the diagonal, >= 0.
+        qmax: the grid's largest |integer| (127; 63 for 7-bit weights).
 
     Returns:
-        float32 tensor (G, O, d) of integers in [-127, 127].
+        float32 tensor (G, O, d) of integers in [-qmax, qmax].
     """
     g, o, d = rows.shape
     h = hessian.double().clone()
@@ -62,7 +63,7 @@ def gptq_round(rows, scale, hessian, damp=DAMP):
     w = torch.gather(rows.float(), 2, order[:, None, :].expand(g, o, d)).clone()
     h = torch.gather(h, 1, order[:, :, None].expand(g, d, d))
     h = torch.gather(h, 2, order[:, None, :].expand(g, d, d))
-    q = _rounded_blocks(w, scale.float(), _inverse_factor(h))
+    q = _rounded_blocks(w, scale.float(), _inverse_factor(h), qmax)
     back = torch.argsort(order, dim=1)
     return torch.gather(q, 2, back[:, None, :].expand(g, o, d))
 
@@ -82,7 +83,7 @@ def _inverse_factor(h):
     return inv[:, flip][:, :, flip].float()
 
 
-def _rounded_blocks(w, scale, u):
+def _rounded_blocks(w, scale, u, qmax):
     """GPTQ's loop over the columns of ``w`` (G, O, d), in blocks of ``BLOCK`` whose errors
     reach the later columns in one matrix product (the paper's lazy batch updates)."""
     q = torch.empty_like(w)
@@ -91,7 +92,7 @@ def _rounded_blocks(w, scale, u):
         for start in range(0, w.shape[2], BLOCK):
             torch.set_num_threads(1)  # small ops: threads would only wait for each other
             end = min(start + BLOCK, w.shape[2])
-            err = _round_block(w, scale, u, q, start, end)
+            err = _round_block(w, scale, u, q, (start, end), qmax)
             torch.set_num_threads(threads)
             w[:, :, end:] -= err @ u[:, start:end, end:]
     finally:
@@ -99,14 +100,15 @@ def _rounded_blocks(w, scale, u):
     return q
 
 
-def _round_block(w, scale, u, q, start, end):
-    """Round columns ``start:end`` of ``w`` into ``q``, each one's error moved onto the
-    block's later columns; returns the scaled errors (G, O, end - start)."""
+def _round_block(w, scale, u, q, columns, qmax):
+    """Round ``columns`` (start, end) of ``w`` into ``q`` in [-qmax, qmax], each one's error
+    moved onto the block's later columns; returns the scaled errors (G, O, end - start)."""
+    start, end = columns
     block, err = w[:, :, start:end].clone(), torch.empty_like(w[:, :, start:end])
     ub = u[:, start:end, start:end]
     for i in range(end - start):
         col = block[:, :, i]
-        q[:, :, start + i] = torch.clamp(torch.round(col / scale), -INT8_MAX, INT8_MAX)
+        q[:, :, start + i] = torch.clamp(torch.round(col / scale), -qmax, qmax)
         err[:, :, i] = (col - q[:, :, start + i] * scale) / ub[:, i, i][:, None]
         block[:, :, i + 1 :] -= err[:, :, i, None] * ub[:, None, i, i + 1 :]
     return err
@@ -218,7 +220,7 @@ def _rounded(layer, plan, h):
     rows = torch.from_numpy(w.reshape(groups, len(w) // groups, -1).astype(np.float32))
     scale = np.broadcast_to(np.asarray(plan.weight.scale, np.float64), (len(w),))
     scale = torch.from_numpy(scale.reshape(groups, -1).astype(np.float32))
-    q = gptq_round(rows, scale, h).numpy().reshape(w.shape)
+    q = gptq_round(rows, scale, h, qmax=plan.weight.qmax).numpy().reshape(w.shape)
     return np.moveaxis(q, 0, layer.channel_axis).astype(np.int8)
 
 
@@ -266,5 +268,5 @@ def _with_q(layer, plan, q):
     if reason:
         log.warning("layer %s: nearest rounding kept, GPTQ's %s", layer.name, reason)
         return plan
-    weight = with_integers(layer.weight, q, plan.weight.scale, layer.channel_axis)
+    weight = with_integers(layer.weight, q, plan.weight.scale, layer.channel_axis, plan.weight.qmax)
     return replace(plan, weight=weight)

@@ -12,6 +12,7 @@ import numpy as np
 
 UINT8_MAX = 255
 INT8_MAX = 127
+INT7_MAX = 63  # reduce_range weights: a pair of uint8 x int7 products fits int16
 
 
 @dataclass(frozen=True)
@@ -37,40 +38,45 @@ class QuantizedWeight:
     """Symmetric int8 weight.
 
     Attributes:
-        q: int8 array, same shape as the float weight, values in [-127, 127].
+        q: int8 array, same shape as the float weight, values in [-qmax, qmax].
         scale: float32 per output channel (C_out,) or (1,) when per-tensor; all > 0.
         collapsed: indices of output channels with non-zero float weights that
             quantize to all zeros (information lost).
         sqnr_db: per output channel SQNR of the weight, dB (inf where exact).
+        qmax: the largest |q| the grid allows: ``INT8_MAX``, or ``INT7_MAX`` with
+            ``QuantConfig.reduce_range``.
     """
 
     q: np.ndarray
     scale: np.ndarray
     collapsed: list
     sqnr_db: np.ndarray
+    qmax: int = INT8_MAX
 
 
-def quantize_weight(w, channel_axis, per_channel):
-    """Quantize a float weight symmetrically to int8, rounding to nearest.
+def quantize_weight(w, channel_axis, per_channel, qmax=INT8_MAX):
+    """Quantize a float weight symmetrically to int8 values in [-qmax, qmax], rounding to
+    nearest.
 
     Args:
         w: float32 weight, conv2d (O, I, kH, kW) or matmul (K, M).
         channel_axis: axis of output channels (0 for conv2d, -1 for matmul).
         per_channel: one scale per output channel (else one per tensor).
+        qmax: ``INT8_MAX`` (127), or ``INT7_MAX`` (63) for 7-bit weights.
     """
     moved = np.moveaxis(np.asarray(w, np.float32), channel_axis, 0)
     flat = moved.reshape(moved.shape[0], -1)
     amax = np.abs(flat).max(axis=1) if per_channel else np.array([np.abs(flat).max()])
-    scale = np.where(amax > 0, amax / INT8_MAX, 1.0).astype(np.float32)
+    scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
     per_row = scale if per_channel else np.repeat(scale, flat.shape[0])
-    q = np.clip(np.round(flat / per_row[:, None]), -INT8_MAX, INT8_MAX).astype(np.int8)
+    q = np.clip(np.round(flat / per_row[:, None]), -qmax, qmax).astype(np.int8)
     q_full = np.moveaxis(q.reshape(moved.shape), 0, channel_axis)
-    return with_integers(w, q_full, scale, channel_axis)
+    return with_integers(w, q_full, scale, channel_axis, qmax)
 
 
-def with_integers(w, q, scale, channel_axis):
+def with_integers(w, q, scale, channel_axis, qmax=INT8_MAX):
     """The ``QuantizedWeight`` of float weight ``w`` given its int8 values ``q`` (same shape,
-    in [-127, 127], rounded by any method) and ``scale`` (C_out,) or (1,)."""
+    in [-qmax, qmax], rounded by any method) and ``scale`` (C_out,) or (1,)."""
     flat = np.moveaxis(np.asarray(w, np.float32), channel_axis, 0)
     flat = flat.reshape(flat.shape[0], -1)
     q_flat = np.moveaxis(q, channel_axis, 0).reshape(flat.shape)
@@ -80,4 +86,4 @@ def with_integers(w, q, scale, channel_axis):
     with np.errstate(divide="ignore", invalid="ignore"):
         sqnr = np.where(noise > 0, 10 * np.log10(signal / noise), np.inf)
     lost = (np.abs(flat).max(axis=1) > 0) & (np.abs(q_flat).max(axis=1) == 0)
-    return QuantizedWeight(q.astype(np.int8), scale, np.flatnonzero(lost).tolist(), sqnr)
+    return QuantizedWeight(q.astype(np.int8), scale, np.flatnonzero(lost).tolist(), sqnr, qmax)

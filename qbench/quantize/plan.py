@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..graph import ResidualOutput
-from .params import UINT8_MAX, activation_params, quantize_weight
+from .params import INT7_MAX, INT8_MAX, UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ def _decisions(layers, config):
     for layer in layers:
         reason, weight = _skip_reason(layer, config, first_conv), None
         if not reason:
-            weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel)
+            qmax = INT7_MAX if config.reduce_range else INT8_MAX
+            weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel, qmax)
             reason = overflow_reason(weight.q, layer.channel_axis)
             if reason:
                 log.warning("layer %d %s: kept in FP32: %s", layer.index, layer.name, reason)
