@@ -159,7 +159,9 @@ def residual_outputs(mod):
             outputs[b.var] = outputs[value.args[0]]
         elif same_shape_add(value):
             first, second = value.args
-            if all(arg in outputs and uses[arg] == 1 for arg in (first, second)):
+            if not first.same_as(second) and all(
+                arg in outputs and uses[arg] == 1 for arg in (first, second)
+            ):
                 found.append(ResidualOutput(outputs[second], second, b.var))
     return found
 

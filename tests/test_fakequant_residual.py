@@ -151,3 +151,21 @@ def test_a_downsample_output_is_calibrated_on_its_own_values():
     assert r.observed_max == pytest.approx(float(down.max()), rel=1e-5)
     assert q.ranges["down"].observed_max == pytest.approx(float(x.max()), rel=1e-6)
     assert set(q.ranges) == {"conv", "down", "down:output"}
+
+
+class _Doubled(nn.Module):
+    """y + y of one conv's output: no second conv, so no residual output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y + y
+
+
+def test_a_conv_output_added_to_itself_is_no_residual_output():
+    x = np.random.default_rng(5).standard_normal((2, 4, 6, 6)).astype(np.float32)
+    q = quantize_tiny(_Doubled().eval(), [x])
+    assert set(q.ranges) == {"conv"} and q.plans[0].output is None
