@@ -98,6 +98,7 @@ def _run_target(path):
         (3, 20, 15, 3, (2, 2), (1, 1)),
         (16, 32, 13, 3, (1, 1), (2, 2)),
         (8, 16, 7, 1, (1, 1), (1, 1)),
+        (3, 64, 21, 7, (2, 2), (1, 1)),  # a stem: 7x7 taps, paired 16-channel tiles
     ],
 )
 def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):

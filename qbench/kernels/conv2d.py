@@ -194,7 +194,11 @@ def schedule_packed(sch, conv, out, intrin, columns):
     from .intrin import ensure_intrin
 
     ensure_intrin(intrin)
-    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(sch, conv, out, columns, vector_rows=True)
+    kh_size, kw_size = (int(sch.get(loop).extent) for loop in sch.get_loops(conv)[-3:-1])
+    wide = kh_size * kw_size >= WIDE_TAPS
+    oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(
+        sch, conv, out, columns, vector_rows=True, paired=wide
+    )
     sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)
     sch.tensorize(oc_i, intrin)
@@ -202,6 +206,10 @@ def schedule_packed(sch, conv, out, intrin, columns):
     sch.vectorize(sch.get_loops(init)[-1])
 
 
+WIDE_TAPS = 25  # kernels of 5x5 taps or more (stems): half the columns, so tiles pair.
+# resnet18's 7x7 stem (3 input channels: a 49-deep reduction), AMD Zen 5, 2 threads, timed
+# alternately in one process: 7 columns by 32 channels ran in 0.72x (batch 1) and 0.66x
+# (batch 8) the time of 14 columns by 16; 14 by 32 (28 accumulators) in 1.2-1.6x
 GUARDED_COLUMNS = (4, 5, 6)  # tile widths for kernels that may end rows on a partial tile
 
 
@@ -217,7 +225,9 @@ def guarded_block(out_w):
     return min(GUARDED_COLUMNS, key=lambda c: (-(-out_w // c) * c - out_w, c))
 
 
-def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS, guarded=False, vector_rows=False):
+def tile_conv(
+    sch, conv, out, limit=REGISTER_COLUMNS, guarded=False, vector_rows=False, paired=False
+):
     """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
     then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
     per tile, ``register_block`` output columns by 16 output channels (by 32 when that fills
@@ -237,7 +247,7 @@ def tile_conv(sch, conv, out, limit=REGISTER_COLUMNS, guarded=False, vector_rows
         inner = [inner]
     out_w = int(sch.get(cols).extent)
     small = guarded and limit < REGISTER_COLUMNS
-    columns = guarded_block(out_w) if small else register_block(out_w, limit)
+    columns = guarded_block(out_w) if small else register_block(out_w, limit // (1 + paired))
     block = OC_BLOCK if lanes else 1  # channels per step of ``c``
     pair = 2 * columns <= limit and int(sch.get(c).extent) * block % (2 * OC_BLOCK) == 0
     c_o, c_i = sch.split(c, [None, OC_BLOCK // block * (2 if pair else 1)])
