@@ -1,7 +1,7 @@
 """Where a TVM build's time goes: every kernel of one model's FP32 or INT8 build, timed where
 it runs, inside the model (the VM's instrument hook stamps each call), summed over its calls
 in one inference (kernels of equal shapes are one function called several times), largest
-first, then summed by kernel kind (the name without its numbers), with each kernel's
+first, then summed by kernel kind (the name without its numbering suffixes), with each kernel's
 parameter shapes.
 
     python benchmarks/kernel_times.py --model mobilenet_v2 [--batch 1] [--graph tvm_int8]
@@ -96,14 +96,14 @@ def main():
         f"run {plain:.3f} ms"
     )
     for ms, calls, name in rows[: args.top]:
-        print(f"{ms:8.3f} ms  {calls:4.1f}x  {name}  {shapes.get(name, '(VM builtin)')}")
+        print(f"{ms:8.3f} ms  {calls:4g} calls  {name}  {shapes.get(name, '(VM builtin)')}")
     groups = {}
     for ms, calls, name in rows:
-        group = groups.setdefault(re.sub(r"\d+", "", name), [0.0, 0.0])
+        group = groups.setdefault(re.sub(r"(?<=[a-z]{2})\d+(?=_|$)", "", name), [0.0, 0.0])
         group[0], group[1] = group[0] + ms, group[1] + calls
     print(f"sum {sum(row[0] for row in rows):.3f} ms over {len(rows)} functions; by kind:")
     for kind, (ms, calls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
-        print(f"{ms:8.3f} ms {calls:5.1f} calls  {kind}")
+        print(f"{ms:8.3f} ms {calls:5g} calls  {kind}")
 
 
 if __name__ == "__main__":

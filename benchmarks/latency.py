@@ -160,7 +160,12 @@ def measure(model_name, batch, args):
     )
     if reduced is not None:
         line = int8_kernels_line(reduced.int8_kernels)
-        print(f"{model_name} batch {batch}: reduce_range build: {line}", file=sys.stderr)
+        ratio = medians["TVM INT8 (reduce_range)"] / medians["TVM FP32"]
+        print(
+            f"{model_name} batch {batch}: reduce_range build: {line}; TVM INT8 (reduce_range)"
+            f" / TVM FP32 = {ratio:.3f}",
+            file=sys.stderr,
+        )
     print(f"{model_name} batch {batch}: timing {timing.describe(timed.protocol)}", file=sys.stderr)
     print(
         f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "

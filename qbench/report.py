@@ -116,7 +116,8 @@ def _precision(quant):
     (``QuantConfig``)."""
     if quant.simulate:
         return {
-            "integer_ops": "conv2d, matmul: SIMULATED (fake-quantized FP32)",
+            "integer_ops": "conv2d, matmul: SIMULATED (fake-quantized FP32, uint8 x "
+            f"{_weight_words(quant)})",
             "between_layers": "float32 (quantized and dequantized at each layer's input)",
         }
     return {
@@ -157,10 +158,11 @@ def _layers(prepared):
         }
         if plan.quantized:
             sqnr = [s for s in plan.weight.sqnr_db.tolist() if math.isfinite(s)]
+            weights = _weight_words(prepared.opts.quant)
             row.update(
-                dtype="float32 (simulated int8)"
+                dtype=f"float32 (simulated uint8 x {weights})"
                 if prepared.opts.quant.simulate
-                else "uint8 x int8 -> int32",
+                else f"uint8 x {weights} -> int32",
                 act_scale=plan.act.scale,
                 act_zero_point=plan.act.zero_point,
                 act_range=[r.lo, r.hi],

@@ -102,3 +102,36 @@ def test_7_bit_graph_on_vpmaddubsw_equals_plain_integer_graph():
     assert assembly.count("vpmaddubsw") > 0 and "zmm" not in assembly
     plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))
+
+
+@pytest.mark.parametrize("mcpu, warned", [("x86-64", True), ("znver3", False)])
+def test_reduce_range_elsewhere_than_avx2_is_warned_and_named_in_the_report(
+    tmp_path, capsys, mcpu, warned
+):
+    """Where the INT8 kernel is not the AVX2 one (here SSE2, no fast path), 7-bit weights
+    buy no speed: the console says so; on an AVX2 CPU it does not. The report names the
+    7-bit weights, per layer too."""
+    import json
+
+    from qbench.cli import main
+
+    _needs_avx2()
+    (tmp_path / "m.py").write_text(
+        "from torch import nn\n"
+        "def build():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),\n"
+        "                         nn.Linear(8, 4)).eval(), (3, 12, 12)\n"
+    )
+    args = ["run", "--model", f"{tmp_path / 'm.py'}:build", "--data", "synthetic"]
+    args += ["--target", json.dumps({**ZEN3, "mcpu": mcpu}), "--reduce-range"]
+    args += ["--calib-size", "2", "--eval-size", "2", "--weight-rounding", "nearest"]
+    args += ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
+    assert main(args) in (0, 1)
+    _, err = capsys.readouterr()
+    assert ("WARNING: --reduce-range on a CPU of class no INT8 fast path" in err) == warned
+    (folder,) = (tmp_path / "r").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    words = "int8 of 7-bit values ([-63, 63], --reduce-range)"
+    assert words in report["precision"]["integer_ops"]
+    dtypes = [layer["dtype"] for layer in report["layers"]]
+    assert len(dtypes) == 2 and all(words in dtype for dtype in dtypes)
