@@ -126,7 +126,7 @@ class ResidualOutput:
     Attributes:
         layer: the index of the conv that computes it.
         var: its Relax var in ``main``.
-        add: the Relax var of the add.
+        add: the add, the Relax call bound in ``main``.
     """
 
     layer: int
@@ -162,7 +162,7 @@ def residual_outputs(mod):
             if not first.same_as(second) and all(
                 arg in outputs and uses[arg] == 1 for arg in (first, second)
             ):
-                found.append(ResidualOutput(outputs[second], second, b.var))
+                found.append(ResidualOutput(outputs[second], second, value))
     return found
 
 

@@ -132,11 +132,11 @@ def prepare(opts):
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
         p, st.note = _int8_rewrite(replace(p, ranges=ranges, calibration=cal))
-    _warn_no_fast_path(p)
+    _warn_about_kernels(p)
     return p
 
 
-def _warn_no_fast_path(p):
+def _warn_about_kernels(p):
     """Say that INT8 layers will run on default schedules when ``p.target`` has no INT8
     kernels in qbench (and the graph is not simulated), and that ``--reduce-range`` buys
     nothing on a target whose INT8 kernel is not the AVX2 one."""

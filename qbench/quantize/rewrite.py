@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import main_block, quantizable_call, residual_outputs, same_shape_add
+from ..graph import quantizable_call, residual_outputs, same_shape_add
 from . import requantize
 from .chains import name
 from .params import ActivationParams, QuantizedWeight
@@ -153,8 +153,7 @@ def rewrite(mod, plans, simulate=False):
             ]
             return op.add(*args)
 
-    added = {r.add: r.layer for r in residual_outputs(mod)}
-    residual_layer = {b.value: added[b.var] for b in main_block(mod).bindings if b.var in added}
+    residual_layer = {r.add: r.layer for r in residual_outputs(mod)}
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
