@@ -24,6 +24,8 @@ class Layer:
         op: ``"conv2d"`` or ``"matmul"``.
         weight: float32 weight; conv2d (O, I/groups, kH, kW), matmul (K, M).
         groups: conv2d groups (1 for matmul).
+        pool: where the layer reads a global average pool's output (``GlobalPool``), that
+            pool's ordinal among ``main``'s global average pools, else None.
     """
 
     index: int
@@ -31,6 +33,7 @@ class Layer:
     op: str
     weight: np.ndarray
     groups: int
+    pool: int = None
 
     @property
     def channel_axis(self):
@@ -95,8 +98,9 @@ def find_layers(mod, names=None):
             weight = binding.value.args[1].value.numpy().astype(np.float32)
             found.append((kind, weight, groups))
     use_names = names is not None and len(names) == len(found) and all(names)
+    pools = {p.layer: p.ordinal for p in global_pools(mod) if p.layer is not None}
     return [
-        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g)
+        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, pools.get(i))
         for i, (kind, w, g) in enumerate(found)
     ]
 
@@ -141,13 +145,8 @@ class ResidualOutput:
 
 def residual_outputs(mod):
     """The ``ResidualOutput``s of ``mod["main"]``, in binding order."""
-    from tvm import relax
-
     bindings = main_block(mod).bindings
-    uses = {}
-    for b in bindings:
-        for var in relax.analysis.free_vars(b.value):
-            uses[var] = uses.get(var, 0) + 1
+    uses = _reads(bindings)
     outputs, index, found = {}, 0, []  # var -> index of the conv whose output it is
     for b in bindings:
         kind, value = quantizable_call(b.value), b.value
@@ -164,6 +163,81 @@ def residual_outputs(mod):
             ):
                 found.append(ResidualOutput(outputs[second], second, value))
     return found
+
+
+@dataclass(frozen=True)
+class GlobalPool:
+    """A global average pool of ``main``: a mean of a float32 (N, C, H, W) tensor over H and
+    W (what ``torch.export`` makes of ``adaptive_avg_pool2d(x, 1)`` and ``x.mean((2, 3))``).
+    Where its output, reshaped or not, is one quantized layer's input and read by nothing
+    else (a classifier's Linear, a squeeze-excite conv), ``quantize.rewrite`` quantizes the
+    pool's input with its own calibrated range and the pool runs in integer.
+
+    Attributes:
+        ordinal: its position among ``main``'s global average pools, from 0 (the order the
+            model calls them: fake quantization matches PyTorch's pools to the graph's by it).
+        var: the pooled (N, C, H, W) Relax var.
+        mean: the mean, the Relax call bound in ``main``.
+        layer: the index of the quantizable layer that reads its output, or None.
+    """
+
+    ordinal: int
+    var: object
+    mean: object
+    layer: int = None
+
+    @staticmethod
+    def range_name(layer_name):
+        """The calibration range's key of the pool input a layer reads through its pool."""
+        return f"{layer_name}:pool_input"
+
+
+def global_pools(mod):
+    """The ``GlobalPool``s of ``mod["main"]``, in binding order."""
+    bindings = main_block(mod).bindings
+    uses = _reads(bindings)
+    found, source, index = [], {}, 0  # source: var -> the pool whose output it carries
+    for b in bindings:
+        value, kind = b.value, quantizable_call(b.value)
+        if kind:
+            pool = source.get(value.args[0])
+            if pool is not None and uses[value.args[0]] == 1:
+                found[pool] = GlobalPool(pool, found[pool].var, found[pool].mean, index)
+            index += 1
+        elif _spatial_mean(value):
+            source[b.var] = len(found)
+            found.append(GlobalPool(len(found), value.args[0], value))
+        elif _reshape(value) and value.args[0] in source and uses[value.args[0]] == 1:
+            source[b.var] = source[value.args[0]]
+    return found
+
+
+def _reads(bindings):
+    """{var: how many bindings read it}."""
+    from collections import Counter
+
+    from tvm import relax
+
+    return Counter(var for b in bindings for var in relax.analysis.free_vars(b.value))
+
+
+def _spatial_mean(value):
+    """Whether ``value`` means a float32 (N, C, H, W) var over H and W."""
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.mean":
+        return False
+    data = value.args[0]
+    ty = data.ty
+    if not isinstance(data, relax.Var) or ty.dtype != "float32" or ty.ndim != 4:
+        return False
+    return sorted(int(a) % 4 for a in value.attrs.axis) == [2, 3]
+
+
+def _reshape(value):
+    from tvm import relax
+
+    return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.reshape"
 
 
 def _bias_add(value):
@@ -198,10 +272,12 @@ def same_shape_add(value):
 
 def observer_module(mod):
     """A copy of ``mod`` whose ``main`` returns (output, input of layer 0, input of layer 1,
-    ..., then each ``residual_outputs`` tensor).
+    ..., then each ``residual_outputs`` tensor, then the input of each ``global_pools``
+    entry that a layer reads).
 
-    Running it on calibration batches yields every quantizable layer's input activation
-    and each residual output, in the exact Relax graph that will be quantized.
+    Running it on calibration batches yields every quantizable layer's input activation,
+    each residual output and each pooled input, in the exact Relax graph that will be
+    quantized.
     """
     import tvm
     from tvm import relax
@@ -210,6 +286,7 @@ def observer_module(mod):
     block = main_block(mod)
     observed = [b.value.args[0] for b in block.bindings if quantizable_call(b.value)]
     observed += [found.var for found in residual_outputs(mod)]
+    observed += [pool.var for pool in global_pools(mod) if pool.layer is not None]
     out = relax.Var("observed")
     bindings = [*block.bindings, relax.VarBinding(out, relax.Tuple([func.body.body, *observed]))]
     body = relax.BlockBuilder().normalize(relax.SeqExpr([relax.DataflowBlock(bindings)], out))

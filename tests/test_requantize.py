@@ -7,6 +7,7 @@ import torch
 from helpers import LLVM, quantize_tiny, run_tvm
 
 from qbench import build
+from qbench.quantize import pooling
 from qbench.quantize.requantize import Requantize, emit, integer_requantize, reference
 
 
@@ -352,3 +353,98 @@ def _assert_logits_on_both_builds(q, x, expected):
     for hand_kernels in (True, False):
         executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
         np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
+
+
+def _pool_module(shape, pool):
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    y_q = relax.Var("y_q", relax.TensorType(shape, "uint8"))
+    with bb.function("main", [y_q]):
+        with bb.dataflow():
+            out = bb.emit_output(pooling.emit(bb.emit, y_q, pool))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_integer_pool_rounds_half_to_even_saturates_and_is_the_numpy_reference():
+    """2x2 windows, input zero point 10, m = 0.5, output zero point 3: hand-derived sums
+    minus 4 * 10 = 40, halved, rounded half to even, plus 3, clamped to [0, 255]; TVM's
+    build bit for bit as ``pooling.reference``."""
+    pool = pooling.IntegerPool(None, None, None, True, 4, 10, np.float32(0.5), 3)
+    windows = [
+        [10, 10, 10, 15],  # 45 - 40 = 5 -> 2.5 -> 2 -> 5
+        [10, 10, 10, 17],  # 7 -> 3.5 -> 4 -> 7
+        [10, 10, 10, 13],  # 3 -> 1.5 -> 2 -> 5
+        [0, 0, 0, 0],  # -40 -> -20 -> -17 -> 0
+        [255, 255, 255, 255],  # 980 -> 490 -> 493 -> 255
+        [10, 10, 10, 10],  # 0 -> the output zero point, 3
+    ]
+    y_q = np.array(windows, np.uint8).reshape(1, 6, 2, 2)
+    out = run_tvm(build.compile(_pool_module(y_q.shape, pool), LLVM), y_q)
+    assert out.reshape(-1).tolist() == [5, 7, 5, 0, 255, 3]
+    rng = np.random.default_rng(3)
+    y_q = rng.integers(0, 256, (2, 16, 7, 7)).astype(np.uint8)
+    pool = pooling.IntegerPool(None, None, None, True, 49, 37, np.float32(0.0123), 100)
+    out = run_tvm(build.compile(_pool_module(y_q.shape, pool), LLVM), y_q)
+    np.testing.assert_array_equal(out, pooling.reference(y_q, pool))
+
+
+class _PooledHead(torch.nn.Module):
+    """A stem conv, a 3x3 conv + ReLU, a global average pool, and a head that reads it: a
+    Linear on the flattened pool (``adaptive_avg_pool2d``), or a 1x1 conv on the (N, C,
+    1, 1) mean (a squeeze-excite conv)."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv = torch.nn.Conv2d(16, 24, 3, padding=1)
+        self.head = torch.nn.Linear(24, 5) if linear else torch.nn.Conv2d(24, 5, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(self.stem(x)))
+        if isinstance(self.head, torch.nn.Linear):
+            pooled = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+            return self.head(torch.flatten(pooled, 1))
+        return self.head(y.mean((2, 3), keepdim=True))
+
+
+def _pool_numpy(q, act, out_act):
+    """The integer global average pool of uint8 ``q`` (N, C, H, W) with parameters ``act``
+    to ``out_act``'s uint8, written anew: int sum, one float32 multiplier, ties to even."""
+    count = q.shape[2] * q.shape[3]
+    total = q.astype(np.int64).sum(axis=(2, 3), keepdims=True) - count * act.zero_point
+    m = np.float32(
+        np.float64(np.float32(act.scale)) / (count * np.float64(np.float32(out_act.scale)))
+    )
+    value = (total.astype(np.float32).astype(np.float64) * np.float64(m)).astype(np.float32)
+    return np.clip(np.round(value) + out_act.zero_point, 0, 255)
+
+
+def _dense_numpy(q, plan, module):
+    """A Linear head on uint8 ``q`` (N, K): exact int matmul, FP32 rescale and bias."""
+    w = plan.weight.q.astype(np.int64)  # (K, M)
+    acc = q.astype(np.int64) @ w - plan.act.zero_point * w.sum(axis=0)
+    r = np.float32(plan.act.scale * plan.weight.scale.astype(np.float64))
+    return acc.astype(np.float32) * r + module.bias.detach().numpy()
+
+
+@pytest.mark.parametrize("linear", [True, False])
+def test_global_pool_runs_in_integer_between_uint8_layers(linear):
+    """The pool's input is quantized with its own calibrated range (the conv before it
+    requantizes to it in integer), pooled in int32 and requantized to the head's input:
+    no FP32 tensor between the model input's quantize and the logits; logits as the numpy
+    integer pipeline's, on the host kernels and TVM's own ops."""
+    net = _PooledHead(linear).eval()
+    q, x = _integer_graph(net, 4, 9, rounds=3)
+    assert "R.dequantize(" not in q.int8_mod["main"].script()
+    stem, conv, head = q.plans
+    assert head.pool is not None and q.layers[2].pool == 0
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, conv.act)
+    q2 = _layer_numpy(q1, conv, net.conv, head.pool, (0.0, None))
+    pooled = _pool_numpy(q2, head.pool, head.act)
+    if linear:
+        expected = _dense_numpy(pooled.reshape(len(x), -1), head, net.head)
+    else:
+        expected = _layer_numpy(pooled, head, net.head)
+    _assert_logits_on_both_builds(q, x, expected)

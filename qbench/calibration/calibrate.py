@@ -18,7 +18,7 @@ from ..atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 3  # 3: ranges of residual outputs (graph.ResidualOutput) too
+CACHE_VERSION = 4  # 3: ranges of residual outputs (graph.ResidualOutput); 4: pool inputs
 
 
 def cache_key(**parts):
@@ -55,7 +55,8 @@ def calibrate_module(
     mod, layers, batches, config, target, input_shape, batch_size, total=None, databases=()
 ):
     """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range
-    and each residual output's (``graph.residual_outputs``).
+    and each residual output's (``graph.residual_outputs``) and pooled input's
+    (``graph.global_pools`` read by a layer).
 
     Args:
         mod: FP32 ``tvm.IRModule`` (``frontend.import_model``).
@@ -70,11 +71,12 @@ def calibrate_module(
         databases: tuning database folders applied to the observer build.
 
     Returns:
-        ``Range`` by layer name, and by ``ResidualOutput.range_name(layer name)`` for the
-        residual output of a layer.
+        ``Range`` by layer name, by ``ResidualOutput.range_name(layer name)`` for the
+        residual output of a layer, and by ``GlobalPool.range_name(layer name)`` for the
+        input of the global average pool a layer reads.
     """
     from .. import build
-    from ..graph import ResidualOutput, observer_module, residual_outputs
+    from ..graph import GlobalPool, ResidualOutput, global_pools, observer_module, residual_outputs
     from ..runners import TVMRunner
     from ..targets import device_for
 
@@ -87,6 +89,9 @@ def calibrate_module(
     )
     names = [layer.name for layer in layers]
     names += [ResidualOutput.range_name(names[r.layer]) for r in residual_outputs(mod)]
+    names += [
+        GlobalPool.range_name(names[p.layer]) for p in global_pools(mod) if p.layer is not None
+    ]
     return collect_ranges(
         observer, batches, names, config.calib_mode, config.collector_params(), total
     )

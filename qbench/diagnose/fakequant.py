@@ -51,6 +51,8 @@ class FakeLayer:
             the graph's weight; 1 without one).
         output: (scale, zero_point) of the layer's residual output (``LayerPlan.output``),
             or None.
+        pool: (ordinal, scale, zero_point) of the global average pool the layer reads
+            (``graph.GlobalPool``; its input's uint8 parameters, ``LayerPlan.pool``), or None.
     """
 
     index: int
@@ -64,6 +66,7 @@ class FakeLayer:
     fold_scale: np.ndarray
     shift: torch.Tensor = None
     output: tuple = None
+    pool: tuple = None
 
     def quantize_input(self, x):
         """``x`` (any shape, float32) through the uint8 grid: quantized, then dequantized."""
@@ -116,6 +119,8 @@ def fake_layers(module, layers, plans):
         )
         if plan.output is not None:
             fake.output = (plan.output.scale, plan.output.zero_point)
+        if plan.pool is not None and layer.pool is not None:
+            fake.pool = (layer.pool, plan.pool.scale, plan.pool.zero_point)
         if plan.bias_shift is not None:  # graph units -> this module's units
             own = np.divide(plan.bias_shift, fold, out=np.zeros_like(fold), where=fold != 0)
             fake.shift = torch.from_numpy(own.astype(np.float32))
@@ -256,6 +261,7 @@ def quantized(model, fakes, active, measure=None):
     """
     seen, handles = {}, []
     residuals = _QuantizedResiduals()
+    pools = _QuantizedPools({f.pool[0]: f.pool[1:] for f in fakes if f.index in active and f.pool})
     weights = {f"{f.name}.weight": f.weight_q for f in fakes if f.index in active}
     for fake in fakes:
         if fake.index in active:
@@ -269,7 +275,8 @@ def quantized(model, fakes, active, measure=None):
     def run(x):
         residuals.twins.clear()
         residuals.pending = None
-        with residuals:
+        pools.count = 0
+        with residuals, pools:
             return torch.func.functional_call(model, weights, (x,))
 
     try:
@@ -336,6 +343,43 @@ class _QuantizedResiduals(TorchFunctionMode):
     def _twin(self, x):
         found = self.twins.get(id(x))
         return found[1] if found is not None and found[0] is x else x
+
+
+class _QuantizedPools(TorchFunctionMode):
+    """The INT8 graph's integer global average pools (``quantize.pooling``): the input of
+    the k-th global average pool the model calls (``adaptive_avg_pool2d`` to 1 x 1, or a
+    mean over H and W of an (N, C, H, W) tensor: what the graph's k-th ``graph.GlobalPool``
+    was exported from) goes through the uint8 grid ``grids[k]`` (scale, zero_point) first,
+    where the graph quantizes it."""
+
+    def __init__(self, grids):
+        super().__init__()
+        self.grids = grids
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _global_pool(func, args, kwargs):
+            grid = self.grids.get(self.count)
+            self.count += 1
+            if grid is not None:
+                args = (_through_grid(args[0], *grid), *args[1:])
+        return func(*args, **kwargs)
+
+
+def _global_pool(func, args, kwargs):
+    """Whether ``func(*args, **kwargs)`` averages a 4-D float32 tensor over H and W."""
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.dtype != torch.float32:
+        return False
+    if func is F.adaptive_avg_pool2d:
+        size = args[1] if len(args) > 1 else kwargs.get("output_size")
+        return size in (1, (1, 1), [1, 1])
+    if func in (torch.mean, torch.Tensor.mean):
+        dims = args[1] if len(args) > 1 else kwargs.get("dim")
+        dims = [dims] if isinstance(dims, int) else list(dims or [])
+        return sorted(d % 4 for d in dims) == [2, 3]
+    return False
 
 
 def _record(seen, fake, active, measure):

@@ -187,7 +187,7 @@ def _visit(mod, target, emit):
 def _chains(func, var2val, target):
     """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
     kernel has a uint8 form on ``target``."""
-    from ..quantize.requantize import use_counts
+    from ..quantize.chains import use_counts
 
     uses = use_counts(func)
     found = {}

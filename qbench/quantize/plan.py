@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from ..errors import UserError
-from ..graph import ResidualOutput
+from ..graph import GlobalPool, ResidualOutput
 from .params import INT7_MAX, INT8_MAX, UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
 
@@ -33,8 +33,9 @@ def make_plans(layers, ranges, config):
 
     Args:
         layers: ``graph.Layer`` list in graph order.
-        ranges: calibrated ``Range`` of each layer's input, by layer name, and of each
-            residual output (``graph.ResidualOutput.range_name``).
+        ranges: calibrated ``Range`` of each layer's input, by layer name, of each
+            residual output (``graph.ResidualOutput.range_name``) and of each pooled input
+            (``graph.GlobalPool.range_name``).
         config: the ``QuantConfig``.
     """
     plans = []
@@ -43,10 +44,16 @@ def make_plans(layers, ranges, config):
             plans.append(LayerPlan(reason=reason))
             continue
         r = ranges[layer.name]
-        out = ranges.get(ResidualOutput.range_name(layer.name))
-        output = None if out is None else activation_params(out.lo, out.hi)
-        plans.append(LayerPlan(activation_params(r.lo, r.hi), weight, output=output))
+        output, pool = (
+            _params(ranges.get(key(layer.name)))
+            for key in (ResidualOutput.range_name, GlobalPool.range_name)
+        )
+        plans.append(LayerPlan(activation_params(r.lo, r.hi), weight, output=output, pool=pool))
     return plans
+
+
+def _params(r):
+    return None if r is None else activation_params(r.lo, r.hi)
 
 
 def fp32_reasons(layers, config):

@@ -109,25 +109,6 @@ def _fma(a, b, c):
     return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + c).astype(np.float32)
 
 
-def use_counts(func):
-    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
-    from collections import Counter
-
-    from tvm import relax
-
-    counts = Counter()
-
-    def visit(expr):
-        if isinstance(expr, relax.Var):
-            counts[expr] += 1
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            relax.analysis.post_order_visit(binding.value, visit)
-    relax.analysis.post_order_visit(func.body.body, visit)
-    return counts
-
-
 def emit(emit_fn, acc, requantize, residual=None):
     """Emit the integer requantize of int32 ``acc`` (N, C, H, W) with ``emit_fn``
     (``BlockBuilder.emit``), adding the uint8 ``residual`` expression (``acc``'s shape)
@@ -158,37 +139,27 @@ def emit(emit_fn, acc, requantize, residual=None):
 
 def fold(mod):
     """``mod`` with every FP32 chain (``chains.find_chain``) replaced by its integer
-    requantize. Returns a new ``tvm.IRModule``."""
-    from tvm import relax
-    from tvm.relax.expr_functor import PyExprMutator, mutator
+    requantize and every quantized global average pool (``pooling.find_pool``) by its
+    integer pool. Returns a new ``tvm.IRModule``."""
+    from . import pooling
+    from .chains import find_chain, replace_calls
 
-    from .chains import find_chain
+    def match(call, var2val, uses):
+        chain = find_chain(call, var2val, uses)
+        if chain is not None:
+            requantize = _of_chain(chain)
 
-    @mutator
-    class _Folder(PyExprMutator):
-        found = {}
+            def integer(emit_fn, visit):
+                residual = visit(chain.residual[0]) if chain.residual else None
+                return emit(emit_fn, visit(chain.acc), requantize, residual)
 
-        def visit_call_(self, call):
-            chain, requantize = self.found.get(call, (None, None))
-            if chain is None:
-                return self.visit_expr_post_order(call)
-            residual = self.visit_expr(chain.residual[0]) if chain.residual else None
-            return emit(self.builder_.emit, self.visit_expr(chain.acc), requantize, residual)
+            return integer
+        pool = pooling.find_pool(call, var2val, uses)
+        if pool is not None:
+            return lambda emit_fn, visit: pooling.emit(emit_fn, visit(pool.y_q), pool)
+        return None
 
-    folder = _Folder(mod)
-    for gvar, func in mod.functions_items():
-        if not isinstance(func, relax.Function):
-            continue
-        func = relax.analysis.remove_all_unused(func)  # FP32 values the rewrite left unread
-        var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
-        folder.found = {}
-        for call in var2val.values():
-            chain = find_chain(call, var2val, uses)
-            if chain is not None:
-                folder.found[call] = (chain, _of_chain(chain))
-        new = relax.analysis.remove_all_unused(folder.visit_expr(func))
-        folder.builder_.update_func(gvar, new)
-    return folder.builder_.get()
+    return replace_calls(mod, match)
 
 
 def _of_chain(chain):

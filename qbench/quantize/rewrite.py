@@ -19,10 +19,13 @@ quantize runs on the uint8 tensor instead (both commute with the quantize exactl
 ``requantize.fold`` turns every layer whose output reaches the next layers' quantize only
 through its bias, a residual add and a ReLU/ReLU6 into an integer requantize from the int32
 accumulator to that uint8 (one float32 multiplier and bias per channel, the activation as
-clamp bounds), so uint8 flows from such a layer to the next. Other ops (average pooling,
-concat, a residual add read by a pool) stay FP32, quantized again at the next layer. The
-graph is target-neutral: which kernel computes each integer layer is chosen when it is
-lowered (``kernels.select``).
+clamp bounds), so uint8 flows from such a layer to the next. A global average pool that a
+quantized layer reads (``graph.GlobalPool``: the classifier's input) reads its input
+quantized with that tensor's own calibrated parameters (``LayerPlan.pool``), dequantized,
+and ``requantize.fold`` turns it into an integer pool (``pooling``). Other ops (average
+pools of windows, concat) stay FP32, quantized again at the next layer. The graph is
+target-neutral: which kernel computes each integer layer is chosen when it is lowered
+(``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import quantizable_call, residual_outputs, same_shape_add
+from ..graph import global_pools, quantizable_call, residual_outputs, same_shape_add
 from . import requantize
 from .chains import name
 from .params import ActivationParams, QuantizedWeight
@@ -40,13 +43,16 @@ from .params import ActivationParams, QuantizedWeight
 class LayerPlan:
     """What the rewrite does to one layer: ``act``/``weight`` are None when it stays FP32;
     ``output``, where the layer's output is a residual output (``graph.ResidualOutput``),
-    the uint8 parameters it is quantized to before the add, else None."""
+    the uint8 parameters it is quantized to before the add, else None; ``pool``, where the
+    layer reads a global average pool (``graph.GlobalPool``), the uint8 parameters of that
+    pool's input, else None."""
 
     act: ActivationParams = None
     weight: QuantizedWeight = None
     reason: str = ""
     bias_shift: np.ndarray = None  # float (C_out,) added to the output (``quantize.bias``)
     output: ActivationParams = None  # of its residual output (``graph.ResidualOutput``)
+    pool: ActivationParams = None  # of its global pool's input (``graph.GlobalPool``)
 
     @property
     def quantized(self):
@@ -73,10 +79,14 @@ def rewrite(mod, plans, simulate=False):
             self.twins = {}  # FP32 var -> (its uint8 var, ActivationParams): a conv input
 
         def visit_call_(self, call):
-            layer = residual_layer.get(call)
+            layer, reader = residual_layer.get(call), pool_reader.get(call)
             call = self.visit_expr_post_order(call)
             if same_shape_add(call):
                 return self.residual(call, layer)
+            if reader is not None and plans[reader].quantized and plans[reader].pool:
+                pooled = self.cached(call.args[0], plans[reader].pool, 1)
+                pooled = self.builder_.emit(_dequantize(pooled, plans[reader].pool, 1))
+                return relax.Call(call.op, [pooled], call.attrs)
             kind = quantizable_call(call)
             if kind is None:
                 return call
@@ -154,6 +164,7 @@ def rewrite(mod, plans, simulate=False):
             return op.add(*args)
 
     residual_layer = {r.add: r.layer for r in residual_outputs(mod)}
+    pool_reader = {p.mean: p.layer for p in global_pools(mod) if p.layer is not None}
     rewriter = _Rewriter(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
