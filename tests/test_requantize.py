@@ -448,3 +448,49 @@ def test_global_pool_runs_in_integer_between_uint8_layers(linear):
     else:
         expected = _layer_numpy(pooled, head, net.head)
     _assert_logits_on_both_builds(q, x, expected)
+
+
+class _Mixed(torch.nn.Module):
+    """A stem conv, mobilenet_v2's block (1x1 expand + ReLU6, depthwise 3x3 + ReLU6, 1x1
+    project, residual add), two branches (1x1 and 3x3 conv, ReLU) concatenated along the
+    channels, a global average pool and a Linear classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.expand = torch.nn.Conv2d(16, 32, 1)
+        self.dw = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.project = torch.nn.Conv2d(32, 16, 1)
+        self.left = torch.nn.Conv2d(16, 8, 1)
+        self.right = torch.nn.Conv2d(16, 12, 3, padding=1)
+        self.fc = torch.nn.Linear(20, 6)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        y = torch.nn.functional.relu6(self.dw(torch.nn.functional.relu6(self.expand(x))))
+        x = x + self.project(y)
+        x = torch.cat([torch.relu(self.left(x)), torch.relu(self.right(x))], dim=1)
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def test_residual_depthwise_concat_and_pool_network_equals_numpy_integer_pipeline():
+    """Every tensor from the model input's quantize to the logits is uint8: the concat
+    joins the branches' uint8 tensors, each branch conv requantizing to the pool input's
+    grid, and the pool runs in integer; logits as the numpy integer pipeline's, on the
+    host kernels and TVM's own ops."""
+    net = _Mixed().eval()
+    q, x = _integer_graph(net, 6, 10, rounds=7)
+    script = q.int8_mod["main"].script()
+    assert "R.dequantize(" not in script and "R.concat(" in script
+    stem, expand, dw, project, left, right, fc = q.plans
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, expand.act, (0.0, None))
+    q2 = _layer_numpy(q1, expand, net.expand, dw.act, (0.0, 6.0))
+    q3 = _layer_numpy(q2, dw, net.dw, project.act, (0.0, 6.0))
+    q4 = _layer_numpy(q3, project, net.project, left.act, residual=(q1, expand.act))
+    branches = [
+        _layer_numpy(q4, left, net.left, fc.pool, (0.0, None)),
+        _layer_numpy(q4, right, net.right, fc.pool, (0.0, None)),
+    ]
+    pooled = _pool_numpy(np.concatenate(branches, axis=1), fc.pool, fc.act)
+    expected = _dense_numpy(pooled.reshape(len(x), -1), fc, net.fc)
+    _assert_logits_on_both_builds(q, x, expected)

@@ -14,18 +14,18 @@ same tensor with the same parameters share one quantize (resnet's block input fe
 block's first conv and its downsample conv). A residual add of such a tensor reads its uint8
 tensor, dequantized; a residual add of two convs' outputs (resnet's downsample branch,
 ``graph.ResidualOutput``) reads its second input quantized with that tensor's own calibrated
-parameters (``LayerPlan.output``), dequantized. A zero padding or a max pooling before a
-quantize runs on the uint8 tensor instead (both commute with the quantize exactly). Then
-``requantize.fold`` turns every layer whose output reaches the next layers' quantize only
-through its bias, a residual add and a ReLU/ReLU6 into an integer requantize from the int32
-accumulator to that uint8 (one float32 multiplier and bias per channel, the activation as
-clamp bounds), so uint8 flows from such a layer to the next. A global average pool that a
-quantized layer reads (``graph.GlobalPool``: the classifier's input) reads its input
-quantized with that tensor's own calibrated parameters (``LayerPlan.pool``), dequantized,
-and ``requantize.fold`` turns it into an integer pool (``pooling``). Other ops (average
-pools of windows, concat) stay FP32, quantized again at the next layer. The graph is
-target-neutral: which kernel computes each integer layer is chosen when it is lowered
-(``kernels.select``).
+parameters (``LayerPlan.output``), dequantized. A zero padding, a max pooling or a channel
+concat before a quantize runs on the uint8 tensor instead (each commutes with the quantize
+exactly). Then ``requantize.fold`` turns every layer whose output reaches the next layers'
+quantize only through its bias, a residual add and a ReLU/ReLU6 into an integer requantize
+from the int32 accumulator to that uint8 (one float32 multiplier and bias per channel, the
+activation as clamp bounds), so uint8 flows from such a layer to the next. A global average
+pool that a quantized layer reads (``graph.GlobalPool``: the classifier's input) reads its
+input quantized with that tensor's own calibrated parameters (``LayerPlan.pool``),
+dequantized, and ``requantize.fold`` turns it into an integer pool (``pooling``). Other ops
+(average pools of windows, a concat read in FP32) stay FP32, quantized again at the next
+layer. The graph is target-neutral: which kernel computes each integer layer is chosen when
+it is lowered (``kernels.select``).
 ``simulate`` emits the fake-quantized FP32 graph instead: conv2d(dequantize(x_q), s_w * W_q).
 """
 
@@ -116,11 +116,12 @@ def rewrite(mod, plans, simulate=False):
             return self.quantized[key]
 
         def quantized_value(self, x, act, axis):
-            """Emit ``x`` quantized. Two ops commute with the quantize, exactly, and are run
-            on the uint8 tensor, so the layer before them can requantize to uint8 in
+            """Emit ``x`` quantized. Three ops commute with the quantize, exactly, and are
+            run on the uint8 tensor, so the layers before them can requantize to uint8 in
             integer: a zero padding (efficientnet's "same" convs pad in forward; 0 is the
-            zero point on the grid) and a max pooling (resnet's stem; rounding and clamping
-            are monotone, and a window never holds padding only)."""
+            zero point on the grid), a max pooling (resnet's stem; rounding and clamping
+            are monotone, and a window never holds padding only) and a concat along the
+            channels (each part quantized with the concat's parameters)."""
             value = self.bound_value(x) if axis == 1 else None
             if _zero_padding(value) is not None:
                 inner = self.cached(value.args[0], act, axis)
@@ -129,7 +130,23 @@ def rewrite(mod, plans, simulate=False):
             if _max_pool(value):
                 inner = self.cached(value.args[0], act, axis)
                 return self.builder_.emit(relax.Call(value.op, [inner], value.attrs))
+            parts = self.channel_concat(value)
+            if parts:
+                parts = [self.cached(part, act, axis) for part in parts]
+                return self.builder_.emit(relax.op.concat(parts, axis=1))
             return _quantize(self.builder_.emit, x, act, axis)
+
+        def channel_concat(self, value):
+            """The tensors ``value`` concatenates along the channels of (N, C, H, W), else
+            None."""
+            if name(value) != "relax.concat" or value.ty.dtype != "float32":
+                return None
+            if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1:
+                return None
+            fields = value.args[0]
+            if isinstance(fields, relax.Var):
+                fields = self.lookup_binding(fields)
+            return list(fields.fields) if isinstance(fields, relax.Tuple) else None
 
         def bound_value(self, x):
             """The value bound to var ``x``, through a field of a tuple built in the graph
