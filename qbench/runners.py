@@ -5,9 +5,12 @@ the Polygraphy runner pattern. Graphs are compiled for a static batch; a short l
 is zero-padded and the padding rows dropped.
 """
 
+import logging
 import time
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 def pad_batch(x, batch_size):
@@ -72,21 +75,45 @@ def time_samples(run, warmup, repeat):
 
 
 class TorchRunner(Runner):
-    """PyTorch eager FP32 under ``torch.no_grad``."""
+    """PyTorch eager FP32 under ``torch.no_grad``. The model gets its own copy of each batch:
+    a ``forward`` that writes to its input (``x.sub_(0.5)``, a first ``ReLU(inplace=True)``)
+    would otherwise change the batch the next runners read (case C22); the first such write
+    seen is logged as a warning."""
 
     runtime = "pytorch"
 
     def __init__(self, module, batch_size, input_shape, name="pytorch_fp32"):
         super().__init__(batch_size, input_shape)
         self.module, self.name = module, name
+        self.writes_input = False
 
     def infer_impl(self, x):
         import torch
 
+        data = torch.from_numpy(x.copy())
         with torch.no_grad():
-            out = self.module(torch.from_numpy(x))
+            out = self.module(data)
+        if not self.writes_input and not np.array_equal(data.numpy(), x, equal_nan=True):
+            self.writes_input = True
+            log.warning(
+                "%s: the model's forward() writes to its input tensor in place; each runner "
+                "is given its own copy of every batch",
+                self.name,
+            )
         out = out[0] if isinstance(out, (tuple, list)) else out
         return out.float().numpy()
+
+    def timed_call(self, x):
+        """The model on its own copy of ``x``, made once: the copy is not timed."""
+        import torch
+
+        data = torch.from_numpy(x.copy())
+
+        def run():
+            with torch.no_grad():
+                self.module(data)
+
+        return run
 
 
 class TVMRunner(Runner):

@@ -164,7 +164,7 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None):
         ``Fallback``.
     """
     with torch.no_grad():
-        refs = [model(x) for x in batches]
+        refs = [model(x.clone()) for x in batches]  # a model may write to its input (C22)
     by_name = {f.name: f for f in fakes}
     kept, steps = [], []
     for step in range(len(ranking) + 1):

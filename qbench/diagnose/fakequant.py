@@ -255,9 +255,9 @@ def quantized(model, fakes, active, measure=None):
     ``shift`` is first set to that mean minus its quantized output's (``quantize.bias``).
 
     Yields:
-        (run, seen): ``run(x)`` is the model's output for ``x``; ``seen`` maps each layer's
-        name to its (input, output) in the last run, float32 tensors (an active layer's
-        input as quantized).
+        (run, seen): ``run(x)`` is the model's output for ``x`` (run on a copy: a model may
+        write to its input); ``seen`` maps each layer's name to its (input, output) in the
+        last run, float32 tensors (an active layer's input as quantized).
     """
     seen, handles = {}, []
     residuals = _QuantizedResiduals()
@@ -277,7 +277,7 @@ def quantized(model, fakes, active, measure=None):
         residuals.pending = None
         pools.count = 0
         with residuals, pools:
-            return torch.func.functional_call(model, weights, (x,))
+            return torch.func.functional_call(model, weights, (x.clone(),))  # C22
 
     try:
         yield run, seen

@@ -1,0 +1,85 @@
+"""Field cases C22-C26 of ../shared/cases/README.md, each with a second input of its kind."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from qbench.cli import main
+from qbench.runners import TorchRunner
+
+MODELS = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Rescaling(nn.Module):  # C22: forward rewrites its input in place
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(22)
+            self.conv, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 6)
+
+        def forward(self, x):
+            x.sub_(0.5).mul_(2)
+            return self.fc(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+    def rescaling():
+        return Rescaling().eval(), (3, 16, 16)
+
+    class InplaceFirst(nn.Module):  # C22's kind: a first in-place activation on the input
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(23)
+            self.act = nn.ReLU(inplace=True)
+            self.conv, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 6)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.conv(self.act(x))).mean(dim=(2, 3)))
+
+    def inplace_first():
+        return InplaceFirst().eval(), (3, 16, 16)
+""")
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS)
+    return path
+
+
+def _run(tmp_path, *args):
+    dirs = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    sizes = ["--batch-size", "2", "--calib-size", "4", "--eval-size", "8"]
+    return main(["run", *dirs, *sizes, "--data", "synthetic", *args])
+
+
+def _report(tmp_path):
+    (folder,) = (tmp_path / "rep").iterdir()
+    return json.loads((folder / "report.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["rescaling", "inplace_first"])
+def test_c22_every_runner_sees_the_same_input(tmp_path, capsys, models, name):
+    """PyTorch runs first; a forward that writes to its input must not change what TVM
+    reads: TVM FP32 agrees with PyTorch on every image (it had agreed on none)."""
+    code = _run(tmp_path, "--model", f"{models}:{name}")
+    err = capsys.readouterr().err
+    assert code in (0, 1), err
+    assert "writes to its input tensor in place" in err
+    results = _report(tmp_path)["results"]
+    assert results["tvm_fp32"]["metrics"]["top1_agreement"] == 1.0
+    assert results["tvm_fp32"]["metrics"]["sqnr_db"] > 60
+
+
+def test_c22_torch_runner_leaves_the_caller_batch_alone():
+    module = torch.nn.Sequential(torch.nn.ReLU(inplace=True), torch.nn.Flatten()).eval()
+    x = np.linspace(-1, 1, 2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
+    before = x.copy()
+    runner = TorchRunner(module, 2, (3, 2, 2))
+    out = runner.infer(x)
+    np.testing.assert_array_equal(x, before)
+    np.testing.assert_array_equal(out, np.maximum(before, 0).reshape(2, -1))
+    runner.timed_call(x)()
+    np.testing.assert_array_equal(x, before)
