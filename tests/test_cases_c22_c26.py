@@ -39,6 +39,35 @@ MODELS = textwrap.dedent("""
 
     def inplace_first():
         return InplaceFirst().eval(), (3, 16, 16)
+
+    class Keywords(nn.Module):  # C23: layers called with a keyword argument
+        def __init__(self, conv_keyword):
+            super().__init__()
+            torch.manual_seed(24)
+            self.conv_keyword = conv_keyword
+            self.conv, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 6)
+
+        def forward(self, x):
+            y = self.conv(input=x) if self.conv_keyword else self.conv(x)
+            return self.fc(input=torch.relu(y).mean(dim=(2, 3)))
+
+    def linear_keyword():
+        return Keywords(False).eval(), (3, 16, 16)
+
+    def both_keywords():
+        return Keywords(True).eval(), (3, 16, 16)
+
+    class DirectForward(nn.Module):  # C23's kind: module.forward(x), which skips hooks
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(25)
+            self.conv, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 6)
+
+        def forward(self, x):
+            return self.fc.forward(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+    def direct_forward():
+        return DirectForward().eval(), (3, 16, 16)
 """)
 
 
@@ -83,3 +112,24 @@ def test_c22_torch_runner_leaves_the_caller_batch_alone():
     np.testing.assert_array_equal(out, np.maximum(before, 0).reshape(2, -1))
     runner.timed_call(x)()
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("name", ["linear_keyword", "both_keywords"])
+def test_c23_layers_called_with_keywords_get_gptq(tmp_path, capsys, models, name):
+    """``self.fc(input=y)`` (and a conv so called) is a plain call: the default run (GPTQ
+    rounding) completes and rounds both layers by GPTQ (it had stopped with exit 3)."""
+    code = _run(tmp_path, "--model", f"{models}:{name}")
+    assert code in (0, 1), capsys.readouterr().err
+    rounding = _report(tmp_path)["calibration"]["weight_rounding"]
+    assert rounding.startswith("gptq") and "2 of 2 layers" in rounding
+
+
+def test_c23_direct_forward_call_keeps_nearest_rounding_naming_the_layer(tmp_path, capsys, models):
+    """``self.fc.forward(y)`` skips module hooks, so fake quantization cannot quantize that
+    layer: the run completes with nearest rounding and a warning naming ``fc`` and why."""
+    code = _run(tmp_path, "--model", f"{models}:direct_forward")
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    warning = [line for line in (out.out + out.err).splitlines() if "GPTQ" in line]
+    assert any("layers fc:" in line and "forward() directly" in line for line in warning)
+    assert _report(tmp_path)["calibration"]["weight_rounding"].startswith("nearest")

@@ -235,7 +235,7 @@ def test_modules_that_transform_their_weight_are_found():
     from qbench.diagnose.fakequant import unused_weights
 
     model = nn.Sequential(nn.Conv2d(3, 4, 3), _Flipped(4, 4, 3), nn.Flatten(), nn.Linear(16, 2))
-    assert unused_weights(model.eval(), ["0", "1", "3"], (2, 3, 6, 6)) == ["1"]
+    assert unused_weights(model.eval(), ["0", "1", "3"], (2, 3, 6, 6)) == (["1"], [])
 
 
 class _KeywordWeight(nn.Conv2d):

@@ -152,20 +152,29 @@ def module_weight(layer, scale, q, fold):
 def check_modules(module, layers, reasons, input_shape, batch_size):
     """Check, before anything slow, that every layer to run in INT8 (``reasons[i]`` empty:
     ``quantize.plan.fp32_reasons``) has the PyTorch module ``fake_layers`` needs, and that
-    the module computes with its own weight (``unused_weights``).
+    the module computes with its own weight and is called through its hooks
+    (``unused_weights``).
 
     Args:
         input_shape: the model's (C, H, W).
         batch_size: a batch size the model runs with (the one it was exported with).
 
     Raises:
-        UserError: the first layer without a module, every layer whose module computes
-            with a tensor made from its weight, or the model failing on a zero batch.
+        UserError: the first layer without a module, every layer whose forward the model
+            calls directly, every layer whose module computes with a tensor made from its
+            weight, or the model failing on a zero batch.
     """
     names = [layer.name for layer, reason in zip(layers, reasons, strict=True) if not reason]
     for name in names:
         _module(module, name)
-    unused = unused_weights(module, names, (batch_size, *input_shape))
+    unused, unhooked = unused_weights(module, names, (batch_size, *input_shape))
+    if unhooked:
+        raise UserError(
+            f"layers {', '.join(unhooked)}: the model calls their forward() directly "
+            "(module.forward(x)), which skips the module hooks fake quantization (GPTQ "
+            "rounding, bias correction, qbench diagnose) quantizes them with; call the "
+            "module itself (module(x)), or keep them in FP32 with --skip-layers"
+        )
     if unused:
         raise UserError(
             f"layers {', '.join(unused)}: their modules do not compute with their own weight "
@@ -177,16 +186,21 @@ def check_modules(module, layers, reasons, input_shape, batch_size):
 
 def unused_weights(model, names, shape):
     """The modules among ``names`` whose forward does not hand their own ``weight`` tensor to
-    ``F.conv2d``/``F.linear``, found in one pass of a zero batch of ``shape`` (N, C, H, W)
-    with each weight swapped for a copy, as fake quantization swaps it.
+    ``F.conv2d``/``F.linear``, and those whose hooks never run (the model calls their
+    ``forward`` directly), found in one pass of a zero batch of ``shape`` (N, C, H, W) with
+    each weight swapped for a copy, as fake quantization swaps it.
 
     Returns:
-        list of names, in the order of ``names``.
+        (unused, unhooked): lists of names, in the order of ``names``.
     Raises:
         UserError: the model fails on that batch (the error named).
     """
     copies = {name: model.get_submodule(name).weight.detach().clone() for name in names}
-    seen = _WeightsSeen()
+    seen, called = _WeightsSeen(), set()
+    handles = [
+        model.get_submodule(name).register_forward_pre_hook(lambda m, a, n=name: called.add(n))
+        for name in names
+    ]
     try:
         with torch.no_grad(), seen:
             weights = {f"{name}.weight": w for name, w in copies.items()}
@@ -196,7 +210,11 @@ def unused_weights(model, names, shape):
             f"the model failed on a zero batch {tuple(shape)} with its weights swapped, so "
             f"fake quantization cannot check its layers: {type(e).__name__}: {e}"
         ) from e
-    return [name for name, w in copies.items() if id(w) not in seen.ids]
+    finally:
+        for handle in handles:
+            handle.remove()
+    unused = [name for name, w in copies.items() if id(w) not in seen.ids]
+    return unused, [name for name in names if name not in called and name not in unused]
 
 
 class _WeightsSeen(TorchFunctionMode):
@@ -266,9 +284,10 @@ def quantized(model, fakes, active, measure=None):
     for fake in fakes:
         if fake.index in active:
             hook = _quantize_first_arg(fake, residuals)
-            handles.append(fake.module.register_forward_pre_hook(hook))
+            handles.append(fake.module.register_forward_pre_hook(hook, with_kwargs=True))
         on = fake.index in active
-        handles.append(fake.module.register_forward_hook(_record(seen, fake, on, measure)))
+        record = _record(seen, fake, on, measure)
+        handles.append(fake.module.register_forward_hook(record, with_kwargs=True))
         if on and fake.output is not None:
             handles.append(fake.module.register_forward_hook(residuals.expect(fake.output)))
 
@@ -287,13 +306,23 @@ def quantized(model, fakes, active, measure=None):
 
 
 def _quantize_first_arg(fake, residuals):
-    def pre_hook(module, args):
-        quantized_input = fake.quantize_input(args[0])
+    def pre_hook(module, args, kwargs):
+        x, replaced = _layer_input(args, kwargs)
+        quantized_input = fake.quantize_input(x)
         if isinstance(module, torch.nn.Conv2d):
-            residuals.twins[id(args[0])] = (args[0], quantized_input)
-        return (quantized_input, *args[1:])
+            residuals.twins[id(x)] = (x, quantized_input)
+        return replaced(quantized_input)
 
     return pre_hook
+
+
+def _layer_input(args, kwargs):
+    """(the input tensor of an ``nn.Conv2d``/``nn.Linear`` call, a function giving the call's
+    (args, kwargs) with that input replaced): positional, or the keyword ``input`` of their
+    ``forward(self, input)`` (``self.fc(input=y)``, case C23)."""
+    if args:
+        return args[0], lambda x: ((x, *args[1:]), kwargs)
+    return kwargs["input"], lambda x: (args, {**kwargs, "input": x})
 
 
 _ADDS = (torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__)
@@ -383,12 +412,12 @@ def _global_pool(func, args, kwargs):
 
 
 def _record(seen, fake, active, measure):
-    def hook(module, args, output):
+    def hook(module, args, kwargs, output):
         if active and measure is not None:
             fake.shift = measure[fake.name] - channel_mean(output)
         if active:
             output = fake.shifted(output)
-        seen[fake.name] = (args[0], output)
+        seen[fake.name] = (_layer_input(args, kwargs)[0], output)
         return output
 
     return hook
