@@ -68,6 +68,30 @@ MODELS = textwrap.dedent("""
 
     def direct_forward():
         return DirectForward().eval(), (3, 16, 16)
+
+    class ChannelsLast(nn.Module):  # C24: a ConvNeXt block, Linears over (N, H, W, C)
+        def __init__(self, channels, size):
+            super().__init__()
+            torch.manual_seed(26)
+            self.size = size
+            self.stem = nn.Conv2d(3, channels, 3, padding=1)
+            self.dw = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+            self.norm = nn.LayerNorm(channels)
+            self.up = nn.Linear(channels, 4 * channels)
+            self.down = nn.Linear(4 * channels, channels)
+            self.fc = nn.Linear(channels, 6)
+
+        def forward(self, x):
+            x = self.stem(x)
+            y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+            y = self.down(nn.functional.gelu(self.up(y))).permute(0, 3, 1, 2)
+            return self.fc((x + y).mean(dim=(2, 3)))
+
+    def convnext_block():
+        return ChannelsLast(12, 32).eval(), (3, 32, 32)
+
+    def convnext_square():  # H equals the channel count
+        return ChannelsLast(16, 16).eval(), (3, 16, 16)
 """)
 
 
@@ -133,3 +157,48 @@ def test_c23_direct_forward_call_keeps_nearest_rounding_naming_the_layer(tmp_pat
     warning = [line for line in (out.out + out.err).splitlines() if "GPTQ" in line]
     assert any("layers fc:" in line and "forward() directly" in line for line in warning)
     assert _report(tmp_path)["calibration"]["weight_rounding"].startswith("nearest")
+
+
+@pytest.mark.parametrize("name", ["convnext_block", "convnext_square"])
+def test_c24_bias_correction_of_linears_over_channels_last(tmp_path, capsys, models, name):
+    """A Linear's output channels are its last axis at any rank: ``--bias-correction`` runs
+    (it had stopped on a (12,) shift against (32,), or, with H equal to the channel count,
+    corrected the wrong axis silently)."""
+    code = _run(tmp_path, "--model", f"{models}:{name}", "--bias-correction")
+    assert code in (0, 1), capsys.readouterr().err
+    report = _report(tmp_path)
+    assert report["calibration"]["bias_correction"].startswith("on")
+    int8 = {row["name"] for row in report["layers"] if row["dtype"] != "float32"}
+    assert {"up", "down"} <= int8, report["layers"]
+
+
+def test_c24_corrected_linear_output_means_equal_fp32_per_last_axis_channel():
+    """After bias correction, a Linear over (N, H, W, C) with H == C has the FP32 output's
+    mean in every output channel (its last axis), recomputed here with numpy."""
+    from helpers import quantize_tiny
+
+    from qbench.diagnose.fakequant import fake_layers, quantized
+    from qbench.quantize.bias import bias_shifts
+
+    class _Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(3)
+            self.norm, self.fc = torch.nn.LayerNorm(5), torch.nn.Linear(5, 4)
+
+        def forward(self, x):
+            return self.fc(self.norm(x.permute(0, 2, 3, 1))).permute(0, 3, 1, 2)
+
+    model = _Head().eval()
+    x = np.random.default_rng(2).standard_normal((4, 5, 4, 4)).astype(np.float32)
+    q = quantize_tiny(model, [x], calib_mode="max", per_channel=False)
+    fakes = fake_layers(model, q.layers, q.plans)
+    xt = torch.from_numpy(x)
+    bias_shifts(model, fakes, xt)
+    with torch.no_grad(), quantized(model, fakes, {0}) as (run, seen):
+        run(xt)
+        corrected = seen["fc"][1].numpy()
+    assert [layer.name for layer in q.layers] == ["fc"]
+    fp32 = model.fc(model.norm(xt.permute(0, 2, 3, 1))).detach().numpy()
+    assert corrected.shape == (4, 4, 4, 4) and fakes[0].shift.shape == (4,)
+    np.testing.assert_allclose(corrected.mean(axis=(0, 1, 2)), fp32.mean(axis=(0, 1, 2)), atol=1e-5)

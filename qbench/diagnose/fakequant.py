@@ -81,11 +81,29 @@ class FakeLayer:
         out = torch.func.functional_call(self.module, {"weight": weight}, (x,))
         return self.shifted(out) if weight_q and input_q else out
 
+    @property
+    def channel_axis(self):
+        """The axis of output channels in the module's output: 1 for an ``nn.Conv2d``'s (N,
+        C, H, W), -1 for an ``nn.Linear``'s (..., C) at any rank (case C24: a Linear over
+        (N, H, W, C))."""
+        return 1 if isinstance(self.module, torch.nn.Conv2d) else -1
+
     def shifted(self, out):
-        """``out`` (N, C, H, W) or (..., C) plus ``shift`` per channel, if any."""
+        """``out`` plus ``shift`` per output channel (``channel_axis``), if any."""
         if self.shift is None:
             return out
-        return out + (self.shift.view(1, -1, 1, 1) if out.dim() == 4 else self.shift)
+        if self.channel_axis == -1:
+            return out + self.shift
+        return out + self.shift.view(1, -1, *[1] * (out.dim() - 2))
+
+    def channel_mean(self, out):
+        """The mean of the module's output ``out`` per output channel, float32 (C,): over
+        every axis but ``channel_axis``."""
+        return (
+            torch.movedim(out, self.channel_axis, -1)
+            .reshape(-1, out.shape[self.channel_axis])
+            .mean(dim=0)
+        )
 
 
 def _through_grid(x, scale, zero_point):
@@ -414,18 +432,10 @@ def _global_pool(func, args, kwargs):
 def _record(seen, fake, active, measure):
     def hook(module, args, kwargs, output):
         if active and measure is not None:
-            fake.shift = measure[fake.name] - channel_mean(output)
+            fake.shift = measure[fake.name] - fake.channel_mean(output)
         if active:
             output = fake.shifted(output)
         seen[fake.name] = (_layer_input(args, kwargs)[0], output)
         return output
 
     return hook
-
-
-def channel_mean(out):
-    """Mean per output channel, float32 (C,): over (N, H, W) of a conv's (N, C, H, W), over
-    every axis but the last of a Linear's (..., C)."""
-    if out.dim() == 4:
-        return out.mean(dim=(0, 2, 3))
-    return out.reshape(-1, out.shape[-1]).mean(dim=0)

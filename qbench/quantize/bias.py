@@ -33,12 +33,12 @@ def bias_shifts(model, fakes, x, active=None):
         dict layer name -> float64 array (C_out,): FP32 mean minus INT8 mean, in the INT8
         graph's units (the module's, times the folded BatchNorm factor ``fold_scale``).
     """
-    from ..diagnose.fakequant import channel_mean, quantized
+    from ..diagnose.fakequant import quantized
 
     with torch.no_grad():
         with quantized(model, fakes, set()) as (run, seen):
             run(x)
-            means = {name: channel_mean(out) for name, (_, out) in seen.items()}
+            means = {f.name: f.channel_mean(seen[f.name][1]) for f in fakes if f.name in seen}
         every = {f.index for f in fakes} if active is None else active
         with quantized(model, fakes, every, measure=means) as (run, _):
             run(x)
