@@ -122,18 +122,26 @@ def _check_exported_shape(ep, model, batch_size):
 
 
 def check_exported_inference(ep, name):
-    """Refuse a graph captured in training mode (training BatchNorm or dropout ops).
+    """Refuse a graph captured in training mode (training BatchNorm or dropout ops); ops
+    that use the batch's statistics by design (``_by_design``) are not training mode.
 
     Raises:
         UnsupportedModelError: names the training-mode operator.
     """
     ops = {n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"}
-    training = sorted(o for o in ops if o.split(".")[0] in TRAINING_OPS)
+    training = sorted(o for o in ops if o.split(".")[0] in TRAINING_OPS and not _by_design(o))
     if training:
         raise UnsupportedModelError(
             f"model {name!r}: graph was captured in training mode ({', '.join(training)}); "
             "call model.eval() before torch.export"
         )
+
+
+def _by_design(op):
+    """Whether ``op`` normalises with the batch's statistics by design, in eval mode too
+    (``InstanceNorm2d``, ``BatchNorm2d(track_running_stats=False)``: the ``no_stats``
+    overload, case C25), not because the model was left in training mode."""
+    return op.endswith(".no_stats")
 
 
 def check_logits(mod, name):

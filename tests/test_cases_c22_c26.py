@@ -92,6 +92,21 @@ MODELS = textwrap.dedent("""
 
     def convnext_square():  # H equals the channel count
         return ChannelsLast(16, 16).eval(), (3, 16, 16)
+
+    class BatchStatistics(nn.Module):  # C25: normalised by each batch's statistics by design
+        def __init__(self, norm):
+            super().__init__()
+            torch.manual_seed(27)
+            self.conv, self.norm, self.fc = nn.Conv2d(3, 8, 3, padding=1), norm, nn.Linear(8, 6)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.norm(self.conv(x))).mean(dim=(2, 3)))
+
+    def instance_norm():
+        return BatchStatistics(nn.InstanceNorm2d(8, affine=True)).eval(), (3, 16, 16)
+
+    def batch_norm_no_stats():
+        return BatchStatistics(nn.BatchNorm2d(8, track_running_stats=False)).eval(), (3, 16, 16)
 """)
 
 
@@ -202,3 +217,14 @@ def test_c24_corrected_linear_output_means_equal_fp32_per_last_axis_channel():
     fp32 = model.fc(model.norm(xt.permute(0, 2, 3, 1))).detach().numpy()
     assert corrected.shape == (4, 4, 4, 4) and fakes[0].shift.shape == (4,)
     np.testing.assert_allclose(corrected.mean(axis=(0, 1, 2)), fp32.mean(axis=(0, 1, 2)), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["instance_norm", "batch_norm_no_stats"])
+def test_c25_batch_statistics_by_design_run_and_match(tmp_path, capsys, models, name):
+    """An eval-mode model whose norm uses the batch's statistics by design is not a model
+    left in training mode: it runs, and TVM FP32 matches PyTorch (it had exited 2 with
+    "call model.eval()")."""
+    code = _run(tmp_path, "--model", f"{models}:{name}")
+    assert code in (0, 1), capsys.readouterr().err
+    fp32 = _report(tmp_path)["results"]["tvm_fp32"]["metrics"]
+    assert fp32["top1_agreement"] == 1.0 and fp32["sqnr_db"] > 60
