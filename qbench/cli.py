@@ -54,8 +54,8 @@ SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
 
 DESCRIPTION = """\
 Quantize a PyTorch vision model to INT8 with Apache TVM (Relax), then check that the INT8
-build is faster and still agrees with the PyTorch model; leaves report.md and report.json
-for sign-off. Example:
+build is faster and still agrees with the PyTorch model; leaves report.md, report.json and
+report.html for sign-off. Example:
 
   qbench run --model efficientnet_lite0 --target llvm"""
 

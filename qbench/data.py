@@ -106,14 +106,19 @@ def split(images, calib_size, eval_size, seed=0):
         UserError: the requested sizes exceed the number of images.
     """
     n = len(images)
+    asked = " plus ".join(
+        f"--{flag} {size}"
+        for flag, size in (("calib-size", calib_size), ("eval-size", eval_size))
+        if size is not None
+    )
     if calib_size is None:
         calib_size = max(1, min(32, n // 3))
     if eval_size is None:
         eval_size = min(100, n - calib_size)
     if calib_size < 1 or eval_size < 1 or calib_size + eval_size > n:
         raise UserError(
-            f"--data {images.name}: has {n} images; cannot take --calib-size {calib_size} "
-            f"plus --eval-size {eval_size} disjoint images (valid: both >= 1, sum <= {n})"
+            f"--data {images.name}: has {n} images; cannot take {asked or 'the default sizes'}"
+            f" (calibration and evaluation images are disjoint: both >= 1, sum <= {n})"
         )
     order = _order(images, seed)
     return Split(

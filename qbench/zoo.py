@@ -95,6 +95,18 @@ def list_models(pattern="*"):
     return [n for n in sorted({LITE0, *_torchvision_names()}) if fnmatch.fnmatch(n, pattern)]
 
 
+def close_names(name, names, n=8):
+    """Up to ``n`` of ``names`` closest to ``name`` as a person would match them: case and
+    ``-`` against ``_`` ignored, then ranked by ``difflib``'s similarity ratio (cutoff 0.6)."""
+    import difflib
+
+    def key(text):
+        return text.lower().replace("-", "_")
+
+    by_key = {key(x): x for x in names}
+    return [by_key[k] for k in difflib.get_close_matches(key(name), by_key, n=n, cutoff=0.6)]
+
+
 def get_spec(name):
     """The ``ModelSpec`` for a registry name.
 
@@ -106,7 +118,7 @@ def get_spec(name):
         pre = Preprocess(mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
         return ModelSpec(LITE0, "efficientnet_lite", preprocess=pre)
     if name not in _torchvision_names():
-        close = [n for n in list_models() if n[:4] == name[:4]][:8] or list_models()[:8]
+        close = close_names(name, list_models()) or list_models()[:8]
         raise UserError(
             f"model {name!r}: not in the registry; close names: {', '.join(close)} "
             "(see `qbench models`), or pass FILE.py:FUNCTION or FILE.pt2"
