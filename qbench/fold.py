@@ -75,7 +75,7 @@ def fold_conv_batchnorm(mod):
     def rewriter(expr, m):
         w = m[conv].args[1].value.numpy()
         b = _channel_bias(m[bias].value.numpy(), len(w)) if bias in m else np.float32(0)
-        if b is None or not _foldable(m[conv], m[bn]):
+        if b is None or not _foldable(m[conv], m[bn]) or not read_once(m[bn].args[0]):
             return expr
         gamma, beta, mean, var = _bn_params(m[bn])
         scale, shift = bn_scale_shift(gamma, beta, mean - b, var, m[bn].attrs.epsilon)
@@ -85,8 +85,28 @@ def fold_conv_batchnorm(mod):
 
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
+            read_once = _read_once(func)
             mod[gvar] = rewrite_call(pattern, rewriter, func)
     return mod
+
+
+def _read_once(func):
+    """A test of whether a value bound in ``func`` (the conv, or its bias add, that a
+    BatchNorm reads) is read by one expression only. Folding the BatchNorm into a conv whose
+    output something else reads too would duplicate the conv (case C26: a second branch
+    reading the conv's output), with the layer names and per-layer tools lost."""
+    from tvm import relax
+
+    from .quantize.chains import use_counts
+
+    uses = use_counts(func)
+    bound = {value: var for var, value in relax.analysis.get_var2val(func).items()}
+
+    def test(expr):
+        var = expr if isinstance(expr, relax.Var) else bound.get(expr)
+        return var is None or uses.get(var, 0) == 1
+
+    return test
 
 
 def fold_batchnorm(mod):

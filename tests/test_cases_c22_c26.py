@@ -107,6 +107,30 @@ MODELS = textwrap.dedent("""
 
     def batch_norm_no_stats():
         return BatchStatistics(nn.BatchNorm2d(8, track_running_stats=False)).eval(), (3, 16, 16)
+
+    class TwoConsumers(nn.Module):  # C26: a conv read by its BatchNorm and another branch
+        def __init__(self, residual):
+            super().__init__()
+            torch.manual_seed(28)
+            self.residual = residual
+            self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.fc = nn.Linear(8 if residual else 16, 6)
+            with torch.no_grad():
+                self.bn.running_mean.uniform_(-0.5, 0.5)
+                self.bn.running_var.uniform_(0.5, 2.0)
+
+        def forward(self, x):
+            y = self.conv(x)
+            a = torch.relu(self.bn(y))
+            if self.residual:
+                return self.fc((a + y).mean(dim=(2, 3)))
+            return self.fc(torch.cat([a.mean(dim=(2, 3)), (y * y).mean(dim=(2, 3))], 1))
+
+    def two_branches():
+        return TwoConsumers(False).eval(), (3, 16, 16)
+
+    def skip_around_batchnorm():
+        return TwoConsumers(True).eval(), (3, 16, 16)
 """)
 
 
@@ -227,4 +251,20 @@ def test_c25_batch_statistics_by_design_run_and_match(tmp_path, capsys, models, 
     code = _run(tmp_path, "--model", f"{models}:{name}")
     assert code in (0, 1), capsys.readouterr().err
     fp32 = _report(tmp_path)["results"]["tvm_fp32"]["metrics"]
+    assert fp32["top1_agreement"] == 1.0 and fp32["sqnr_db"] > 60
+
+
+@pytest.mark.parametrize("name", ["two_branches", "skip_around_batchnorm"])
+def test_c26_conv_with_two_consumers_keeps_names_gptq_and_numbers(tmp_path, capsys, models, name):
+    """The BatchNorm of a conv whose output another branch reads too is not folded into a
+    second copy of the conv: one conv layer, both layers under their PyTorch names, GPTQ on
+    both (it had duplicated the conv, named the layers layer0..2 and skipped GPTQ for the
+    whole model with a wrong reason), and TVM FP32 still matches PyTorch."""
+    code = _run(tmp_path, "--model", f"{models}:{name}")
+    assert code in (0, 1), capsys.readouterr().err
+    report = _report(tmp_path)
+    assert [row["name"] for row in report["layers"]] == ["conv", "fc"]
+    rounding = report["calibration"]["weight_rounding"]
+    assert rounding.startswith("gptq") and "2 of 2 layers" in rounding
+    fp32 = report["results"]["tvm_fp32"]["metrics"]
     assert fp32["top1_agreement"] == 1.0 and fp32["sqnr_db"] > 60
