@@ -28,14 +28,18 @@ class Imported:
     Attributes:
         mod: ``tvm.IRModule`` whose ``main`` takes one float32 (N, C, H, W) tensor.
         layer_names: source names of the conv2d/matmul layers in graph order (from the
-            PyTorch parameter names, e.g. ``_blocks.0._depthwise_conv``), or None when the
-            mapping is ambiguous.
+            PyTorch parameter names, e.g. ``_blocks.0._depthwise_conv``; ``#2`` marks a
+            module's second call), None where a weight has no parameter name.
         aten_ops: the ATen operators of the exported graph, sorted.
+        layer_calls: {module path: number of calls} of every ``nn.Conv2d`` and
+            ``nn.Linear`` the model calls on one batch (``layer_calls``), or None for a
+            model given as an exported program.
     """
 
     mod: object
     layer_names: list
     aten_ops: list
+    layer_calls: dict = None
 
 
 def check_eval_mode(module, name):
@@ -217,18 +221,46 @@ def import_model(model, batch_size):
     mod = from_exported_program(ep, run_ep_decomposition=False, unwrap_unit_return_tuple=True)
     mod = fold_batchnorm(mod)
     ops = sorted({n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"})
-    return Imported(mod, _gemm_names(ep), ops)
+    calls = None if model.exported is not None else layer_calls(model, batch_size)
+    return Imported(mod, _gemm_names(ep), ops, calls)
+
+
+def layer_calls(model, batch_size):
+    """{module path: calls} of every ``nn.Conv2d`` and ``nn.Linear`` of ``model`` (a
+    ``zoo.LoadedModel``) in one eager run on a zero batch (``batch_size``, C, H, W): what
+    the layer table must account for, whatever the export and the graph rewrites made of
+    them."""
+    import torch
+
+    calls, handles = {}, []
+    for path, sub in model.module.named_modules():
+        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+            hook = sub.register_forward_pre_hook(
+                lambda m, a, p=path: calls.update({p: calls.get(p, 0) + 1})
+            )
+            handles.append(hook)
+    try:
+        with torch.no_grad():
+            model.module(torch.zeros((batch_size, *model.input_shape)))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calls
 
 
 def _gemm_names(ep):
-    """Parameter-derived names of conv/matmul nodes in graph order."""
+    """Parameter-derived names of conv/matmul nodes in graph order: the module path
+    (``layer1.0.conv1``); a module whose weight a second node reads again (a module called
+    twice, a shared weight) names it ``<path>#2``, and so on."""
     params = ep.graph_signature.inputs_to_parameters
-    names = []
+    names, seen = [], {}
     for node in ep.graph.nodes:
         if node.op == "call_function" and node.target.__name__.split(".")[0] in GEMM_TARGETS:
             weight = _find_parameter(node, params)
-            names.append(weight.rsplit(".", 1)[0] if weight else None)
-    return names if len(set(names)) == len(names) else None
+            base = weight.rsplit(".", 1)[0] if weight else None
+            seen[base] = seen.get(base, 0) + 1
+            names.append(base if seen[base] == 1 or base is None else f"{base}#{seen[base]}")
+    return names
 
 
 def _find_parameter(node, params):

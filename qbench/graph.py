@@ -105,6 +105,28 @@ def find_layers(mod, names=None):
     ]
 
 
+def unaccounted_calls(calls, layers):
+    """The ``nn.Conv2d``/``nn.Linear`` calls of the model that no layer of the graph stands
+    for: [(module path, calls missing)], in the model's module order. A Linear the export
+    turned into another op pattern (a batched matmul on a broadcast weight, for a Linear on
+    a permuted tensor) is one; such calls stay FP32 and the layer table must still count
+    them. ``calls``: ``frontend.Imported.layer_calls`` (None: nothing to check). Where the
+    graph's layers have no source names (``layer<i>``), calls are compared in total, under
+    the name ``(unnamed)``."""
+    if not calls:
+        return []
+    counted = {}
+    for layer in layers:
+        base = layer.name.split("#")[0]
+        counted[base] = counted.get(base, 0) + 1
+    if all(layer.name == f"layer{layer.index}" for layer in layers) and layers:
+        missing = sum(calls.values()) - len(layers)
+        return [("(unnamed)", missing)] if missing > 0 else []
+    return [
+        (path, n - counted.get(path, 0)) for path, n in calls.items() if n > counted.get(path, 0)
+    ]
+
+
 def _check_float32(call, index, kind):
     """Refuse a layer that computes in another dtype than float32 (a cast inside forward).
 

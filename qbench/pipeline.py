@@ -125,6 +125,12 @@ def prepare(opts):
         check_modules(model.module, layers, reasons, model.input_shape, opts.batch_size)
     databases, tuning_info = _databases(opts, target)
     p = Prepared(opts, model, images, split, held, target, imported, layers, databases, tuning_info)
+    p = replace(p, unaccounted=graph.unaccounted_calls(imported.layer_calls, layers))
+    for path, n in p.unaccounted:
+        say(
+            f"WARNING: {path}: {n} call(s) of this Conv2d/Linear are no conv2d/matmul layer of "
+            "the Relax graph (the export made another op pattern of them); they run in FP32"
+        )
     with stage("calibration") as st:
         ranges, cal = _calibrate(p)
         miss = f"cache miss: {cal['mode']} on {cal['images']} images"

@@ -33,6 +33,8 @@ class Prepared:
             layers by kernel path).
         diagnosis: the per-layer diagnosis report dict (``diagnose.command``) with
             ``--diagnose`` or ``--accuracy-target``, else None.
+        unaccounted: ``graph.unaccounted_calls``: the model's Conv2d/Linear calls that no
+            layer of the graph stands for (they run in FP32; the layer table counts them).
     """
 
     opts: object
@@ -51,3 +53,4 @@ class Prepared:
     int8_mod: object = None  # idem
     int8_kernels: dict = None  # idem
     diagnosis: dict = None
+    unaccounted: list = ()  # graph.unaccounted_calls: Conv2d/Linear calls with no layer

@@ -141,6 +141,39 @@ def _weight_words(quant):
     return "int8"
 
 
+def _unaccounted_rows(prepared):
+    """Layer-table rows of the model's Conv2d/Linear calls that no graph layer stands for
+    (``Prepared.unaccounted``): FP32, with the reason."""
+    rows = []
+    for path, n in prepared.unaccounted:
+        sub = _submodule(prepared.model.module, path)
+        linear = sub is not None and not hasattr(sub, "groups")
+        rows.append(
+            {
+                "index": None,
+                "name": path,
+                "op": "matmul" if linear else "conv2d",
+                "in_channels": getattr(sub, "in_features", getattr(sub, "in_channels", None)),
+                "out_channels": getattr(sub, "out_features", getattr(sub, "out_channels", None)),
+                "groups": getattr(sub, "groups", 1),
+                "reason": f"{n} call(s) exported as an op pattern qbench does not quantize "
+                "(no conv2d/matmul with a constant weight in the graph): FP32",
+                "nonfinite_excluded": 0,
+                "nonfinite_batches": [],
+                "dtype": "float32",
+                "collapsed_channels": [],
+            }
+        )
+    return rows
+
+
+def _submodule(module, path):
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
+
+
 def _layers(prepared):
     rows = []
     for layer, plan in zip(prepared.layers, prepared.plans, strict=True):
@@ -173,7 +206,7 @@ def _layers(prepared):
         else:
             row.update(dtype="float32", collapsed_channels=[])
         rows.append(row)
-    return rows
+    return rows + _unaccounted_rows(prepared)
 
 
 def _graph(fp32_mod, int8_mod):
@@ -296,7 +329,7 @@ def layer_table(report, fmt):
             )
         rows.append(
             [
-                la["index"],
+                "-" if la["index"] is None else la["index"],
                 la["name"],
                 la["op"],
                 f"{la['in_channels']}->{la['out_channels']}",

@@ -1,5 +1,6 @@
 """Field cases C22-C26 of ../shared/cases/README.md, each with a second input of its kind."""
 
+import importlib.util
 import json
 import textwrap
 
@@ -131,6 +132,33 @@ MODELS = textwrap.dedent("""
 
     def skip_around_batchnorm():
         return TwoConsumers(True).eval(), (3, 16, 16)
+
+    class Shared(nn.Module):  # one conv called twice: a weight shared by two layers
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(29)
+            self.stem, self.conv = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 6)
+
+        def forward(self, x):
+            y = self.conv(torch.relu(self.conv(torch.relu(self.stem(x)))))
+            return self.fc(y.mean(dim=(2, 3)))
+
+    def shared():
+        return Shared().eval(), (3, 16, 16)
+
+    class PermutedLinear(nn.Module):  # a Linear on a permuted tensor: a batched matmul
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(30)
+            self.conv, self.mix, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 8), nn.Linear(8, 6)
+
+        def forward(self, x):
+            y = self.mix(self.conv(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            return self.fc(torch.relu(y).mean(dim=(2, 3)))
+
+    def permuted_linear():
+        return PermutedLinear().eval(), (3, 16, 16)
 """)
 
 
@@ -268,3 +296,64 @@ def test_c26_conv_with_two_consumers_keeps_names_gptq_and_numbers(tmp_path, caps
     assert rounding.startswith("gptq") and "2 of 2 layers" in rounding
     fp32 = report["results"]["tvm_fp32"]["metrics"]
     assert fp32["top1_agreement"] == 1.0 and fp32["sqnr_db"] > 60
+
+
+def _calls_counted_by_pytorch(path, name):
+    """{module path: calls} of every nn.Conv2d/nn.Linear, counted here with forward hooks."""
+    spec = importlib.util.spec_from_file_location("case_models", path)
+    source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source)
+    model, shape = getattr(source, name)()
+    calls = {}
+    for module_path, sub in model.named_modules():
+        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+            sub.register_forward_hook(
+                lambda m, a, o, p=module_path: calls.update({p: calls.get(p, 0) + 1})
+            )
+    with torch.no_grad():
+        model(torch.zeros((2, *shape)))
+    return calls
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rescaling",
+        "linear_keyword",
+        "convnext_block",
+        "instance_norm",
+        "two_branches",
+        "skip_around_batchnorm",
+        "shared",
+        "permuted_linear",
+    ],
+)
+def test_every_conv_and_linear_call_is_in_the_layer_table(tmp_path, capsys, models, name):
+    """The invariant: each nn.Conv2d/nn.Linear call the model makes is one row of the layer
+    table under its module path (a second call as ``<path>#2``), INT8 or FP32 with its
+    reason, and the console's "layers built in INT8: N of M" counts every one."""
+    code = _run(tmp_path, "--model", f"{models}:{name}", "--weight-rounding", "nearest")
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    rows = _report(tmp_path)["layers"]
+    counted = {}
+    for row in rows:
+        base = row["name"].split("#")[0]
+        counted[base] = counted.get(base, 0) + (
+            int(row["reason"].split()[0]) if row["index"] is None else 1
+        )
+        assert row["dtype"] != "float32" or row["reason"], row
+    expected = _calls_counted_by_pytorch(models, name)
+    assert counted == expected
+    int8 = sum(row["dtype"] != "float32" for row in rows)
+    assert f"layers built in INT8: {int8} of {len(rows)}" in out
+
+
+def test_a_module_called_twice_keeps_its_name_and_says_why_gptq_is_off(tmp_path, capsys, models):
+    code = _run(tmp_path, "--model", f"{models}:shared")
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    report = _report(tmp_path)
+    assert [row["name"] for row in report["layers"]] == ["stem", "conv", "conv#2", "fc"]
+    assert "called more than once" in captured.out + captured.err
+    assert report["calibration"]["weight_rounding"].startswith("nearest")

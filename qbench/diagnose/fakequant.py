@@ -178,11 +178,20 @@ def check_modules(module, layers, reasons, input_shape, batch_size):
         batch_size: a batch size the model runs with (the one it was exported with).
 
     Raises:
-        UserError: the first layer without a module, every layer whose forward the model
-            calls directly, every layer whose module computes with a tensor made from its
-            weight, or the model failing on a zero batch.
+        UserError: modules called more than once, the first layer without a module,
+            every layer whose forward the model calls directly, every layer whose module
+            computes with a tensor made from its weight, or the model failing on a zero
+            batch.
     """
     names = [layer.name for layer, reason in zip(layers, reasons, strict=True) if not reason]
+    shared = sorted({la.name.split("#")[0] for la in layers if "#" in la.name})
+    if shared:
+        raise UserError(
+            f"modules {', '.join(shared)}: called more than once (layers {shared[0]}, "
+            f"{shared[0]}#2, ...), so several layers of the graph share one module's weight; "
+            "per-layer fake quantization (qbench diagnose, --accuracy-target, GPTQ "
+            "rounding, bias correction) hooks one module and cannot tell its calls apart"
+        )
     for name in names:
         _module(module, name)
     unused, unhooked = unused_weights(module, names, (batch_size, *input_shape))
