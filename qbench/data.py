@@ -314,7 +314,11 @@ def _folder(root):
         )
     if not classes:
         if not files:
-            raise UserError(f"--data {root}: no images and no labels.csv")
+            raise UserError(
+                f"--data {root}: no images and no labels.csv; valid: images "
+                f"({', '.join(sorted(IMAGE_SUFFIXES))}) alone, with a labels.csv (file,label "
+                "rows), or in class sub-folders (ImageFolder layout)"
+            )
         return ImageSet(str(root), [_pil_loader(f) for f in files], None, [f.name for f in files])
     numeric = all(_is_index(c) for c in classes)
     files, labels = [], []

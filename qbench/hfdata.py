@@ -41,9 +41,40 @@ def _open(name, split_name, text):
             return datasets.load_from_disk(name).to_iterable_dataset()
         if Path(name).is_dir() and (Path(name) / split_name / "dataset_info.json").exists():
             return datasets.load_from_disk(name)[split_name].to_iterable_dataset()
+        _check_hub_reachable(text)
         return datasets.load_dataset(name, split=split_name, streaming=True)
+    except UserError:
+        raise
     except Exception as e:  # noqa: BLE001 - datasets raises many kinds; all mean "cannot open"
         raise UserError(f"--data {text}: cannot open with datasets: {e}") from e
+
+
+HUB_TIMEOUT_S = 3.0  # one TCP connect; datasets' own retries took 28 s offline
+
+
+def _check_hub_reachable(text):
+    """Fail fast, in one line, when the Hugging Face hub cannot be reached: a hub dataset
+    streams from it, and without a network ``datasets`` retries for about half a minute,
+    warning at each try.
+
+    Raises:
+        UserError: the hub's host does not answer a TCP connect within ``HUB_TIMEOUT_S``.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_TIMEOUT_S).close()
+    except OSError as e:
+        raise UserError(
+            f"--data {text}: the Hugging Face hub ({host}) cannot be reached ({e}); hub "
+            "datasets stream from it: use a folder written by Dataset.save_to_disk, or an "
+            "image folder"
+        ) from None
 
 
 def _columns(ds, text):

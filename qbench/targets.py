@@ -140,7 +140,10 @@ class Cuda:
 
         dev = tvm.cuda(0)
         if not dev.exist:
-            raise UserError("--target cuda: no CUDA device visible on this machine")
+            raise UserError(
+                "--target cuda: no CUDA device visible on this machine; valid here: "
+                "--target llvm (this CPU), or a JSON llvm target dict for another CPU class"
+            )
         return "sm_" + dev.compute_version.replace(".", "")
 
     @staticmethod

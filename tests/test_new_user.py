@@ -43,3 +43,61 @@ def test_help_names_every_report_file(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert all(name in out for name in ("report.md", "report.json", "report.html"))
+
+
+def test_a_report_page_given_for_json_names_the_file_to_pass(tmp_path):
+    from qbench.baseline.store import load_report
+
+    for page in ("report.md", "report.html"):
+        (tmp_path / page).write_text("# qbench report\n")
+        with pytest.raises(UserError) as err:
+            load_report(tmp_path / page)
+        assert "pass its report.json" in str(err.value) and "damaged" not in str(err.value)
+
+
+def test_unreachable_hub_fails_fast_in_one_line(monkeypatch):
+    """One TCP connect decides; datasets (which retries for half a minute) is not called."""
+    import socket
+
+    import datasets
+
+    from qbench.hfdata import open_hf
+
+    def refuse(*args, **kwargs):
+        raise OSError("Name or service not known")
+
+    def not_called(*args, **kwargs):
+        raise AssertionError("load_dataset called with the hub unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(datasets, "load_dataset", not_called)
+    with pytest.raises(UserError) as err:
+        open_hf("hf:imagenet-1k", 0, 4)
+    assert "cannot be reached" in str(err.value) and "save_to_disk" in str(err.value)
+
+
+def test_model_loading_prints_nothing_on_stdout(capsys):
+    zoo.load_model("efficientnet_lite0")
+    assert capsys.readouterr().out == ""
+
+
+def test_cuda_without_a_gpu_names_the_alternative():
+    import tvm
+
+    from qbench.targets import parse_target
+
+    if tvm.cuda(0).exist:
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(UserError) as err:
+        parse_target("cuda", 2)
+    assert "--target llvm" in str(err.value)
+
+
+def test_a_folder_without_images_lists_what_it_accepts(tmp_path):
+    from qbench.data import open_source
+
+    (tmp_path / "notes.txt").write_text("not a picture")
+    with pytest.raises(UserError) as err:
+        open_source(str(tmp_path))
+    message = str(err.value)
+    assert all(text in message for text in (".png", ".jpg", "labels.csv", "ImageFolder"))

@@ -105,6 +105,12 @@ def _read_json(path, what):
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read the {what} file ({e})") from None
     except json.JSONDecodeError as e:
+        if path.suffix.lower() in (".md", ".html", ".htm"):
+            raise UserError(
+                f"{path}: the {path.suffix} page of a report, for people; pass its "
+                f"report.json ({path.with_name('report.json')}) or its folder "
+                f"({path.parent})"
+            ) from None
         raise UserError(f"{path}: damaged {what} file (not JSON: {e}); left unchanged") from None
 
 
