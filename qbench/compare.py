@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from .intervals import clopper_pearson
+
 TOP5 = 5
 
 
@@ -98,10 +100,13 @@ def accuracy_metrics(logits, labels):
 
 
 def with_counts(metrics, logits_shape):
-    """Add ``<key>_count`` and ``<key>_total`` beside each fraction ``<key>`` in ``metrics``.
+    """Add ``<key>_count`` and ``<key>_total`` beside each fraction ``<key>`` in ``metrics``,
+    and ``<key>_ci95``: its 95 % Clopper-Pearson interval [low, high] (``intervals``).
 
     Totals are images for top-1 agreement and accuracies, and class slots (k = min(5, K)
-    per image) for top-5 agreement; a count is fraction x total, rounded.
+    per image) for top-5 agreement; a count is fraction x total, rounded. The interval
+    counts images, the independent trials (a top-5 agreement's share of an image's classes
+    rounded to whole images).
 
     Args:
         metrics: dict of metrics; the keys it lacks are skipped.
@@ -120,6 +125,8 @@ def with_counts(metrics, logits_shape):
         if key in metrics:
             metrics[f"{key}_count"] = round(metrics[key] * total)
             metrics[f"{key}_total"] = total
+            low, high = clopper_pearson(round(metrics[key] * images), images)
+            metrics[f"{key}_ci95"] = [round(low, 6), round(high, 6)]
     return metrics
 
 

@@ -19,6 +19,7 @@ from .report import (
     layer_table,
     signoff_table,
     summary_lines,
+    unshown_words,
 )
 
 CSS = """
@@ -95,9 +96,13 @@ def verdict_block(signoff):
         items.append(f"{c.name}: {value}, limit {limit}")
     words = f"{len(failed)} of {len(signoff.checks)} sign-off checks failed"
     detail = _list(items, "failed") if failed else ""
+    if not failed:
+        words = "every sign-off check passed"
+        if signoff.unshown:
+            words += f", but NOT SHOWN: {unshown_words(signoff)}"
     return (
         f'<div class="verdict {escape(verdict)}"><span class="word">{escape(verdict)}</span>'
-        f"<div>{escape(words if failed else 'every sign-off check passed')}</div>{detail}</div>"
+        f"<div>{escape(words)}</div>{detail}</div>"
     )
 
 

@@ -277,7 +277,8 @@ ACCURACY_COLUMNS = [
 ACCURACY_NOTE = (
     "Agreement: % of images whose top-1 class is PyTorch FP32's (top-5: % of PyTorch's 5 top "
     "classes found in the runner's 5); accuracy: % of images whose label is in the top 1 / 5; "
-    "counts in brackets. max abs diff in logit units; cosine 1 = same direction."
+    "counts in brackets, with the 95 % Clopper-Pearson interval (CI) over the images. max abs "
+    "diff in logit units; cosine 1 = same direction."
 )
 
 
@@ -299,10 +300,15 @@ def accuracy_table(report, fmt, note=True):
 
 
 def percent_with_counts(metrics, key):
-    """``87.6 % (629/718)`` for the fraction ``metrics[key]`` and its counts; ``-`` if absent."""
+    """``87.6 % (629/718; CI 85.0-89.9)`` for the fraction ``metrics[key]``, its counts and
+    its 95 % interval (where the metrics have one); ``-`` if absent."""
     if metrics.get(key) is None:
         return "-"
-    return f"{100 * metrics[key]:.1f} % ({metrics[f'{key}_count']}/{metrics[f'{key}_total']})"
+    counts = f"{metrics[f'{key}_count']}/{metrics[f'{key}_total']}"
+    ci = metrics.get(f"{key}_ci95")
+    if ci is not None:  # reports written before intervals have none
+        counts += f"; CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}"
+    return f"{100 * metrics[key]:.1f} % ({counts})"
 
 
 def layer_table(report, fmt):
@@ -402,8 +408,20 @@ def summary_lines(report):
     lines.append(
         f"sign-off: {report.signoff.verdict}"
         + (f" (failed: {'; '.join(failed)})" if failed else "")
+        + (f", NOT SHOWN: {unshown_words(report.signoff)}" if report.signoff.unshown else "")
     )
     return lines
+
+
+def unshown_words(signoff):
+    """What the images of a run cannot show, e.g. ``14 images cannot show INT8 top-1
+    agreement >= 97.0 % (at least 122 needed, 95 % Clopper-Pearson)``."""
+    parts = []
+    for c in signoff.unshown:
+        need = f"at least {c.needed} needed" if c.needed else "no number can"
+        parts.append(f"{c.name} {c.op} {100 * c.limit:.1f} % ({need})")
+    sample = signoff.unshown[0].sample
+    return f"{sample} images cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
 
 
 def policy_line(policy):
@@ -516,7 +534,10 @@ def check_value_and_limit(check):
             break
     v += suffix
     if check.ci_low is not None:
-        v += f" ({100 * check.confidence:g} % CI {check.ci_low:.2f}-{check.ci_high:.2f})"
+        low, high = (
+            f"{scale * b:.{fewest if scale == 1 else 1}f}" for b in (check.ci_low, check.ci_high)
+        )
+        v += f" ({100 * check.confidence:g} % CI {low}-{high}{suffix if scale != 1 else ''})"
     return v, f"{op} {lim}{suffix}"
 
 
@@ -534,6 +555,8 @@ def signoff_table(verdict, fmt):
     for c in verdict.checks:
         value, limit = check_value_and_limit(c)
         result = {True: "ok", False: "FAIL", None: "n/a"}[c.passed]
+        if c.unshown:
+            result = f"ok, not shown ({c.sample} images; {c.needed or 'no number'} needed)"
         rows.append([c.name, value, limit, result])
     heads = ["sign-off check", "value", "limit", "result"]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)

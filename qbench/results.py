@@ -152,8 +152,12 @@ class Check:
         unit: ``"fraction"`` (in [0, 1]), ``"points"`` (percentage points), ``"dB"``,
             ``"cosine"`` (in [-1, 1]), ``"count"``, ``"speed-up"`` (a factor), ``"ms"``, or
             ``"flag"`` (1 yes, 0 no).
-        ci_low, ci_high, confidence: the confidence interval of a speed-up check, else None.
+        ci_low, ci_high, confidence: the confidence interval of a speed-up check (bootstrap)
+            or of an agreement check (Clopper-Pearson, ``intervals``), else None.
         detail: why a check has no value, or a note on its verdict, else None.
+        sample: the images an agreement check counted, else None.
+        needed: the fewest images that could show an agreement check's limit
+            (``intervals.images_needed``; None with ``sample`` set: no number can), else None.
     """
 
     name: str
@@ -166,10 +170,20 @@ class Check:
     ci_high: float | None = None
     confidence: float | None = None
     detail: str | None = None
+    sample: int | None = None
+    needed: int | None = None
+
+    @property
+    def unshown(self):
+        """Whether the check passed on its value although its images are too few for its
+        interval to show the limit (``needed`` more than ``sample``)."""
+        if not self.passed or self.sample is None:
+            return False
+        return self.needed is None or self.sample < self.needed
 
     def to_json(self):
         """The check's dict; the optional fields only when set."""
-        optional = ("ci_low", "ci_high", "confidence", "detail")
+        optional = ("ci_low", "ci_high", "confidence", "detail", "sample", "needed")
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         return {k: v for k, v in d.items() if k not in optional or v is not None}
 
@@ -193,8 +207,14 @@ class Verdict:
         """The checks that failed (``passed`` False), in order."""
         return [c for c in self.checks if c.passed is False]
 
+    @property
+    def unshown(self):
+        """The checks that passed but whose images are too few to show their limit."""
+        return [c for c in self.checks if c.unshown]
+
     def to_json(self):
-        return {"verdict": self.verdict, "checks": [c.to_json() for c in self.checks]}
+        checks = [c.to_json() for c in self.checks]
+        return {"verdict": self.verdict, "shown": not self.unshown, "checks": checks}
 
     @classmethod
     def from_json(cls, d, where="signoff"):

@@ -4,6 +4,7 @@ import math
 from dataclasses import dataclass, fields, replace
 
 from .compare import TOP5
+from .intervals import CONFIDENCE, clopper_pearson, images_needed
 from .results import Check, Verdict
 
 
@@ -197,7 +198,27 @@ def _ranking(name, metrics, limit, classes, k):
         return _not_applicable(
             name, ">=", limit, "fraction", f"{classes} classes: always in the top {k}"
         )
-    return _check(name, metrics[key], ">=", limit, "fraction")
+    check = _check(name, metrics[key], ">=", limit, "fraction")
+    if f"{key}_total" not in metrics:  # metrics without counts: no interval
+        return check
+    images = metrics[f"{key}_total"] // k  # top-5 counts 5 classes an image
+    return with_interval(check, round(metrics[key] * images), images)
+
+
+def with_interval(check, count, images):
+    """``check`` (an agreement fraction over ``images``, ``count`` of them agreeing) with its
+    95 % Clopper-Pearson interval, its sample and the images its limit needs
+    (``intervals``). A top-5 agreement is counted per image here (its share of PyTorch's 5
+    classes, rounded), as images, not class slots, are the independent trials."""
+    low, high = clopper_pearson(count, images)
+    return replace(
+        check,
+        ci_low=round(low, 6),
+        ci_high=round(high, 6),
+        confidence=CONFIDENCE,
+        sample=images,
+        needed=images_needed(check.limit),
+    )
 
 
 def _fidelity(int8, limits):

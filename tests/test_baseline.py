@@ -73,7 +73,7 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
             "qbench_commit": "0123456789abcdef0123456789abcdef01234567",
         },
         "definition": _definition(calib_mode),
-        "signoff": {"verdict": "PASS", "checks": []},
+        "signoff": {"verdict": "PASS", "shown": True, "checks": []},
         "speed": _speed(),
         "results": {
             "pytorch_fp32": _runner(rng, 12.0, correct=[1] * 30 + [0] * 10),

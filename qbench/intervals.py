@@ -1,0 +1,47 @@
+"""Confidence intervals of agreement and accuracy: how far a count of images can be trusted.
+
+A top-1 agreement of k images out of n is a binomial proportion; its 95 % interval is the
+exact Clopper-Pearson interval (Clopper and Pearson, Biometrika 1934), computed by
+``scipy.stats.binomtest``. It never undercovers, which is what a release gate wants: 14
+agreeing images out of 14 give 76.8-100 %, so 14 images cannot show a 97 % limit, however
+good the build.
+"""
+
+import math
+
+CONFIDENCE = 0.95
+
+
+def clopper_pearson(count, total, confidence=CONFIDENCE):
+    """The exact two-sided interval of a binomial proportion.
+
+    Args:
+        count: successes, an int in [0, total].
+        total: trials, an int >= 1.
+        confidence: in (0, 1).
+
+    Returns:
+        (low, high), fractions in [0, 1].
+    """
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(count), int(total)).proportion_ci(confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def images_needed(limit, confidence=CONFIDENCE):
+    """The fewest images that can show a proportion is at least ``limit``: the smallest n
+    for which n agreeing images out of n have a Clopper-Pearson lower bound at or above it,
+    ``((1 - confidence) / 2) ** (1 / n) >= limit``.
+
+    Args:
+        limit: a fraction in [0, 1].
+
+    Returns:
+        int >= 1, or None when no number of images can (``limit`` 1).
+    """
+    if limit <= 0:
+        return 1
+    if limit >= 1:
+        return None
+    return math.ceil(math.log((1 - confidence) / 2) / math.log(limit) - 1e-9)

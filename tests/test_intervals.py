@@ -1,0 +1,85 @@
+"""Intervals on agreement: Clopper-Pearson bounds, the images a limit needs, and a verdict
+that says when its images cannot show a limit."""
+
+import numpy as np
+import pytest
+from test_signoff import _compared
+
+from qbench.intervals import clopper_pearson, images_needed
+from qbench.signoff import Limits, signoff
+
+
+def test_all_agreeing_images_have_the_hand_derived_lower_bound():
+    """For n of n, the exact lower bound solves p^n = 0.025: 14 of 14 gives 0.025^(1/14)."""
+    low, high = clopper_pearson(14, 14)
+    assert low == pytest.approx(0.025 ** (1 / 14), abs=1e-9) and high == 1.0
+    assert low == pytest.approx(0.7684, abs=1e-4)  # the issue's "about 77-100 %"
+    low, high = clopper_pearson(0, 10)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 10), abs=1e-9)
+
+
+def test_images_needed_is_the_smallest_count_whose_perfect_score_shows_the_limit():
+    n = images_needed(0.97)
+    assert n == 122
+    assert 0.025 ** (1 / n) >= 0.97 > 0.025 ** (1 / (n - 1))
+    assert images_needed(0.9) == 36 and images_needed(0.0) == 1 and images_needed(1.0) is None
+
+
+def _verdict(n_images):
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((n_images, 10))
+    return signoff(_compared(ref, ref + 1e-3), Limits(), classes=10)
+
+
+def test_a_pass_on_too_few_images_says_what_it_cannot_show():
+    from qbench.report import unshown_words
+
+    verdict = _verdict(14)
+    assert verdict.verdict == "PASS" and not verdict.to_json()["shown"]
+    check = next(c for c in verdict.checks if c.name == "INT8 top-1 agreement")
+    assert check.sample == 14 and check.needed == 122 and check.unshown
+    assert check.ci_low == pytest.approx(0.025 ** (1 / 14), abs=1e-6)
+    words = unshown_words(verdict)
+    assert words.startswith("14 images cannot show") and "at least 122 needed" in words
+    assert "INT8 top-5 agreement >= 90.0 % (at least 36 needed)" in words
+
+
+def test_enough_agreeing_images_show_every_limit():
+    verdict = _verdict(130)
+    assert verdict.verdict == "PASS" and verdict.to_json()["shown"] and not verdict.unshown
+
+
+def test_html_verdict_box_and_signoff_table_say_not_shown():
+    from qbench.html import verdict_block
+    from qbench.report import signoff_table
+
+    verdict = _verdict(14)
+    assert "PASS" in verdict_block(verdict) and "NOT SHOWN: 14 images cannot show" in verdict_block(
+        verdict
+    )
+    table = signoff_table(verdict, "simple")
+    assert "ok, not shown (14 images; 122 needed)" in table
+    assert "100.0 % (95 % CI 76.8-100.0 %)" in table
+    assert "not shown" not in signoff_table(_verdict(130), "simple")
+
+
+def test_every_agreement_and_accuracy_figure_carries_its_interval():
+    """compare_logits adds ``<key>_ci95`` over the images (top-5 too); the runner table
+    prints it beside the counts."""
+    from qbench.compare import compare_logits
+    from qbench.report import percent_with_counts
+
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((20, 10))
+    out = ref.copy()
+    out[:3] = -out[:3]  # three images flip their top-1 class
+    labels = ref.argmax(1)
+    m = compare_logits(ref, out, labels)
+    assert m["top1_agreement_count"] == 17
+    assert m["top1_agreement_ci95"] == pytest.approx(clopper_pearson(17, 20), abs=1e-6)
+    assert m["top1_accuracy_ci95"] == pytest.approx(clopper_pearson(17, 20), abs=1e-6)
+    top5_images = round(m["top5_agreement"] * 20)
+    assert m["top5_agreement_ci95"] == pytest.approx(clopper_pearson(top5_images, 20), abs=1e-6)
+    low, high = clopper_pearson(17, 20)
+    text = f"85.0 % (17/20; CI {100 * low:.1f}-{100 * high:.1f})"
+    assert percent_with_counts(m, "top1_agreement") == text
