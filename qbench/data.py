@@ -333,6 +333,12 @@ def _folder(root):
             "in the sorted folder list",
             root,
         )
+    if not files:
+        raise UserError(
+            f"--data {root}: class folders ({', '.join(classes[:3])}, ...) hold no images; "
+            f"valid: images ({', '.join(sorted(IMAGE_SUFFIXES))}) in class sub-folders "
+            "(ImageFolder layout), alone, or with a labels.csv (file,label rows)"
+        )
     keys = [str(f.relative_to(root)) for f in files]
     source = "class folder names" if numeric else "sorted class folder positions"
     return ImageSet(str(root), [_pil_loader(f) for f in files], labels, keys, False, source)

@@ -31,15 +31,15 @@ class Imported:
             PyTorch parameter names, e.g. ``_blocks.0._depthwise_conv``; ``#2`` marks a
             module's second call), None where a weight has no parameter name.
         aten_ops: the ATen operators of the exported graph, sorted.
-        layer_calls: {module path: number of calls} of every ``nn.Conv2d`` and
-            ``nn.Linear`` the model calls on one batch (``layer_calls``), or None for a
-            model given as an exported program.
+        layer_calls: (module paths, number of calls) of every ``nn.Conv2d`` and
+            ``nn.Linear`` weight the model reads on one batch (``layer_calls``), or None
+            for a model given as an exported program.
     """
 
     mod: object
     layer_names: list
     aten_ops: list
-    layer_calls: dict = None
+    layer_calls: list = None
 
 
 def check_eval_mode(module, name):
@@ -103,7 +103,7 @@ def export(model, batch_size):
     else:
         _check_exported_shape(ep, model, batch_size)
     ep = ep.run_decompositions()
-    check_exported_inference(ep, model.name)
+    check_exported_inference(ep, model.name, model_in_eval=model.exported is None)
     return ep
 
 
@@ -125,15 +125,24 @@ def _check_exported_shape(ep, model, batch_size):
         )
 
 
-def check_exported_inference(ep, name):
+def check_exported_inference(ep, name, model_in_eval=False):
     """Refuse a graph captured in training mode (training BatchNorm or dropout ops); ops
     that use the batch's statistics by design (``_by_design``) are not training mode.
+    ``model_in_eval``: qbench exported the model after ``check_eval_mode``, so such ops come
+    from functional calls with ``training=True``, and the message says so.
 
     Raises:
         UnsupportedModelError: names the training-mode operator.
     """
     ops = {n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"}
     training = sorted(o for o in ops if o.split(".")[0] in TRAINING_OPS and not _by_design(o))
+    if training and model_in_eval:  # every module is in eval mode (check_eval_mode)
+        raise UnsupportedModelError(
+            f"model {name!r}: forward() calls training-mode ops ({', '.join(training)}) "
+            "although every module is in eval mode: a functional call with training=True "
+            "(F.dropout(x, p, training=True), F.batch_norm(..., training=True)); pass "
+            "training=self.training"
+        )
     if training:
         raise UnsupportedModelError(
             f"model {name!r}: graph was captured in training mode ({', '.join(training)}); "
@@ -226,26 +235,36 @@ def import_model(model, batch_size):
 
 
 def layer_calls(model, batch_size):
-    """{module path: calls} of every ``nn.Conv2d`` and ``nn.Linear`` of ``model`` (a
-    ``zoo.LoadedModel``) in one eager run on a zero batch (``batch_size``, C, H, W): what
-    the layer table must account for, whatever the export and the graph rewrites made of
-    them."""
+    """Every ``nn.Conv2d`` and ``nn.Linear`` weight of ``model`` (a ``zoo.LoadedModel``)
+    and how many calls read it in one eager run on a zero batch (``batch_size``, C, H, W):
+    what the layer table must account for, whatever the export and the graph rewrites made
+    of them. Modules are grouped by their weight tensor, so one module under two names, or
+    two modules sharing a weight, are one entry with every name (the export names the weight
+    by one of them).
+
+    Returns:
+        list of (module paths, calls), in the model's module order.
+    """
     import torch
 
-    calls, handles = {}, []
-    for path, sub in model.module.named_modules():
+    groups, calls, handles = {}, {}, []
+    for path, sub in model.module.named_modules(remove_duplicate=False):
         if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
-            hook = sub.register_forward_pre_hook(
-                lambda m, a, p=path: calls.update({p: calls.get(p, 0) + 1})
-            )
-            handles.append(hook)
+            groups.setdefault(id(sub.weight), []).append(path)
+    hooked = set()
+    for _, sub in model.module.named_modules():
+        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear) and id(sub) not in hooked:
+            hooked.add(id(sub))
+            key = id(sub.weight)
+            count = lambda m, a, k=key: calls.update({k: calls.get(k, 0) + 1})  # noqa: E731
+            handles.append(sub.register_forward_pre_hook(count))
     try:
         with torch.no_grad():
             model.module(torch.zeros((batch_size, *model.input_shape)))
     finally:
         for handle in handles:
             handle.remove()
-    return calls
+    return [(tuple(paths), calls[key]) for key, paths in groups.items() if key in calls]
 
 
 def _gemm_names(ep):
@@ -257,10 +276,24 @@ def _gemm_names(ep):
     for node in ep.graph.nodes:
         if node.op == "call_function" and node.target.__name__.split(".")[0] in GEMM_TARGETS:
             weight = _find_parameter(node, params)
-            base = weight.rsplit(".", 1)[0] if weight else None
+            if weight is None or not _becomes_layer(node):
+                continue  # a product of two activations, a 1-D or transposed conv: no layer
+            base = weight.rsplit(".", 1)[0]
             seen[base] = seen.get(base, 0) + 1
-            names.append(base if seen[base] == 1 or base is None else f"{base}#{seen[base]}")
+            names.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
     return names
+
+
+def _becomes_layer(node):
+    """Whether a GEMM node with a parameter weight becomes a quantizable layer of the Relax
+    graph (``graph.quantizable_call``): a 2-D conv, not transposed (``convolution``'s
+    argument 6), or a matmul; a ``Conv1d`` or ``ConvTranspose2d`` does not (case C26's
+    kind: names had been dropped for every layer when the counts differed)."""
+    if not node.target.__name__.startswith("convolution"):
+        return True
+    weight = node.args[1].meta.get("val") if hasattr(node.args[1], "meta") else None
+    transposed = len(node.args) > 6 and bool(node.args[6])
+    return weight is not None and weight.dim() == 4 and not transposed
 
 
 def _find_parameter(node, params):

@@ -110,21 +110,25 @@ def unaccounted_calls(calls, layers):
     for: [(module path, calls missing)], in the model's module order. A Linear the export
     turned into another op pattern (a batched matmul on a broadcast weight, for a Linear on
     a permuted tensor) is one; such calls stay FP32 and the layer table must still count
-    them. ``calls``: ``frontend.Imported.layer_calls`` (None: nothing to check). Where the
-    graph's layers have no source names (``layer<i>``), calls are compared in total, under
-    the name ``(unnamed)``."""
+    them. ``calls``: ``frontend.Imported.layer_calls``, (module paths of one weight, calls)
+    (None: nothing to check); a layer counts for its weight under any of those paths.
+    Where the graph's layers have no source names (``layer<i>``), calls are compared in
+    total, under the name ``(unnamed)``."""
     if not calls:
         return []
     counted = {}
     for layer in layers:
         base = layer.name.split("#")[0]
         counted[base] = counted.get(base, 0) + 1
-    if all(layer.name == f"layer{layer.index}" for layer in layers) and layers:
-        missing = sum(calls.values()) - len(layers)
+    if layers and all(layer.name == f"layer{layer.index}" for layer in layers):
+        missing = sum(n for _, n in calls) - len(layers)
         return [("(unnamed)", missing)] if missing > 0 else []
-    return [
-        (path, n - counted.get(path, 0)) for path, n in calls.items() if n > counted.get(path, 0)
-    ]
+    found = []
+    for paths, n in calls:
+        missing = n - sum(counted.get(path, 0) for path in paths)
+        if missing > 0:
+            found.append((paths[0], missing))
+    return found
 
 
 def _check_float32(call, index, kind):

@@ -34,7 +34,7 @@ def refine(p, plans):
         fakes = fake_layers(module, layers, plans)
     except UserError as e:
         say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")
-        skipped = "skipped (a layer has no PyTorch module computing with its weight)"
+        skipped = f"skipped for every layer: {str(e).split(';')[0]}"
         if quant.weight_rounding == "gptq":
             info["weight_rounding"] = f"nearest (GPTQ {skipped})"
         if quant.bias_correction:

@@ -101,3 +101,37 @@ def test_a_folder_without_images_lists_what_it_accepts(tmp_path):
         open_source(str(tmp_path))
     message = str(err.value)
     assert all(text in message for text in (".png", ".jpg", "labels.csv", "ImageFolder"))
+
+
+def test_class_folders_without_images_list_what_they_accept(tmp_path):
+    from qbench.data import open_source
+
+    for cls in ("0", "1"):
+        (tmp_path / cls).mkdir()
+        (tmp_path / cls / "notes.txt").write_text("not a picture")
+    with pytest.raises(UserError) as err:
+        open_source(str(tmp_path))
+    message = str(err.value)
+    assert "hold no images" in message and ".png" in message and "ImageFolder" in message
+
+
+def test_training_ops_in_an_eval_model_name_the_functional_call(tmp_path, capsys):
+    """F.dropout(x, training=True) in an eval-mode model: exit 2 naming the functional call,
+    not "call model.eval()", which the user did."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv, self.fc = nn.Conv2d(3, 4, 3), nn.Linear(4, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        h = nn.functional.dropout(self.conv(x), 0.5, training=True)\n"
+        "        return self.fc(h.mean(dim=(2, 3)))\n\n"
+        "def build():\n"
+        "    return M().eval(), (3, 8, 8)\n"
+    )
+    dirs = ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
+    code = main(["run", "--model", f"{path}:build", "--data", "synthetic", *dirs])
+    err = capsys.readouterr().err
+    assert code == 2 and "training=True" in err and "call model.eval()" not in err

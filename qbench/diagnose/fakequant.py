@@ -187,20 +187,22 @@ def check_modules(module, layers, reasons, input_shape, batch_size):
     shared = sorted({la.name.split("#")[0] for la in layers if "#" in la.name})
     if shared:
         raise UserError(
-            f"modules {', '.join(shared)}: called more than once (layers {shared[0]}, "
-            f"{shared[0]}#2, ...), so several layers of the graph share one module's weight; "
-            "per-layer fake quantization (qbench diagnose, --accuracy-target, GPTQ "
-            "rounding, bias correction) hooks one module and cannot tell its calls apart"
+            f"modules {', '.join(shared)}: their weight is read by more than one layer "
+            f"(layers {shared[0]}, {shared[0]}#2, ...: a module called more than once, or "
+            "a weight shared between modules); per-layer fake quantization (qbench "
+            "diagnose, --accuracy-target, GPTQ rounding, bias correction) hooks one module "
+            "and cannot tell its calls apart"
         )
     for name in names:
         _module(module, name)
     unused, unhooked = unused_weights(module, names, (batch_size, *input_shape))
     if unhooked:
         raise UserError(
-            f"layers {', '.join(unhooked)}: the model calls their forward() directly "
-            "(module.forward(x)), which skips the module hooks fake quantization (GPTQ "
-            "rounding, bias correction, qbench diagnose) quantizes them with; call the "
-            "module itself (module(x)), or keep them in FP32 with --skip-layers"
+            f"layers {', '.join(unhooked)}: the model uses their weight without calling the "
+            "module (module.forward(x), or the weight in a functional op such as F.conv2d or "
+            "F.linear, as nn.MultiheadAttention does), which skips the module hooks fake "
+            "quantization (GPTQ rounding, bias correction, qbench diagnose) quantizes them "
+            "with; call the module itself (module(x)), or keep them in FP32 with --skip-layers"
         )
     if unused:
         raise UserError(
