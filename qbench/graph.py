@@ -257,7 +257,13 @@ def _spatial_mean(value):
     ty = data.ty
     if not isinstance(data, relax.Var) or ty.dtype != "float32" or ty.ndim != 4:
         return False
-    return sorted(int(a) % 4 for a in value.attrs.axis) == [2, 3]
+    return averages_height_width(value)
+
+
+def averages_height_width(mean):
+    """Whether the ``relax.mean`` call ``mean`` of a 4-D tensor reduces exactly its axes 2
+    and 3 (H and W of (N, C, H, W))."""
+    return sorted(int(a) % 4 for a in mean.attrs.axis) == [2, 3]
 
 
 def _reshape(value):

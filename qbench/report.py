@@ -144,10 +144,12 @@ def _weight_words(quant):
 def _unaccounted_rows(prepared):
     """Layer-table rows of the model's Conv2d/Linear calls that no graph layer stands for
     (``Prepared.unaccounted``): FP32, with the reason."""
+    import torch
+
     rows = []
     for path, n in prepared.unaccounted:
         sub = _submodule(prepared.model.module, path)
-        linear = sub is not None and not hasattr(sub, "groups")
+        linear = isinstance(sub, torch.nn.Linear)
         rows.append(
             {
                 "index": None,

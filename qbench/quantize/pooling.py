@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..graph import averages_height_width
 from .chains import name, scalar, single_use
 from .params import UINT8_MAX
 
@@ -70,7 +71,7 @@ def find_pool(call, var2val, uses):
     scale, zero_point = (scalar(arg) for arg in deq.args[1:])
     if None in (out_scale, out_zero_point, scale, zero_point) or deq.ty.ndim != 4:
         return None
-    if sorted(int(a) % 4 for a in value.attrs.axis) != [2, 3]:
+    if not averages_height_width(value):
         return None
     height, width = (int(deq.ty.shape[i]) for i in (2, 3))
     count = height * width
