@@ -202,6 +202,7 @@ def _layers(prepared):
                 act_zero_point=plan.act.zero_point,
                 act_range=[r.lo, r.hi],
                 observed_range=[r.observed_min, r.observed_max],
+                clipped_fraction=r.clipped_fraction,
                 weight_sqnr_min_db=min(sqnr) if sqnr else None,
                 collapsed_channels=plan.weight.collapsed,
             )
@@ -323,6 +324,7 @@ def layer_table(report, fmt):
         "built dtype",
         "act scale (real units per step)",
         "act zero point",
+        "clipped (calibration)",
         "weight SQNR min (dB)",
         "collapsed channels",
         "note",
@@ -345,12 +347,20 @@ def layer_table(report, fmt):
                 la["dtype"],
                 _fmt(la.get("act_scale")),
                 la.get("act_zero_point", ""),
+                _percent(la.get("clipped_fraction")),
                 _fmt(la.get("weight_sqnr_min_db")),
                 ",".join(map(str, la["collapsed_channels"])) or "",
                 note.strip(),
             ]
         )
     return tabulate(rows, heads, tablefmt=fmt)
+
+
+def _percent(fraction):
+    """A clipped fraction as a percentage ('0.0012 %'), '0 %' for none, '-' when absent."""
+    if fraction is None:
+        return "-"
+    return f"{100 * fraction:.2g} %" if fraction else "0 %"
 
 
 def _fmt(v):

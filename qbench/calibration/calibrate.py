@@ -18,7 +18,7 @@ from ..atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 4  # 3: ranges of residual outputs (graph.ResidualOutput); 4: pool inputs
+CACHE_VERSION = 5  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped
 
 
 def cache_key(**parts):

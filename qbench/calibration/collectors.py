@@ -25,6 +25,9 @@ class Range:
         observed_max: largest finite value seen.
         nonfinite: count of NaN/inf values excluded.
         nonfinite_batches: calibration batch indices that held them.
+        clipped: finite values outside [lo, hi] (histogram modes: to within the values of
+            the one histogram bin that holds the threshold, counted as uniform in it).
+        values: finite values seen.
     """
 
     lo: float
@@ -33,6 +36,13 @@ class Range:
     observed_max: float
     nonfinite: int = 0
     nonfinite_batches: list = field(default_factory=list)
+    clipped: float = 0.0
+    values: int = 0
+
+    @property
+    def clipped_fraction(self):
+        """Fraction in [0, 1] of the finite calibration values the range clips."""
+        return self.clipped / self.values if self.values else 0.0
 
     def to_dict(self):
         return asdict(self)
@@ -46,6 +56,7 @@ class Collector:
         self.max = -np.inf
         self.nonfinite = 0
         self.nonfinite_batches = []
+        self.values = 0
 
     def update(self, x, batch=0):
         """Add one batch of a tensor (any shape, float), its calibration batch index ``batch``."""
@@ -55,6 +66,7 @@ class Collector:
             self.nonfinite += int(x.size - finite.sum())
             self.nonfinite_batches.append(int(batch))
             x = x[finite]
+        self.values += int(x.size)
         if x.size:
             self.min = min(self.min, float(x.min()))
             self.max = max(self.max, float(x.max()))
@@ -67,11 +79,18 @@ class Collector:
         """Mode-specific |x| clip threshold; the base class clips nothing."""
         return np.inf
 
+    def _clipped(self, t):
+        """Finite values with |x| > t seen so far; the base class keeps no counts (it clips
+        nothing)."""
+        return 0.0
+
     def compute_range(self):
         """The calibrated ``Range``: the observed range clipped to [-t, t] by the threshold t."""
         lo, hi = (self.min, self.max) if np.isfinite(self.min) else (0.0, 0.0)
         t = self._threshold()
-        return Range(max(lo, -t), min(hi, t), lo, hi, self.nonfinite, self.nonfinite_batches)
+        r = Range(max(lo, -t), min(hi, t), lo, hi, self.nonfinite, self.nonfinite_batches)
+        r.clipped, r.values = self._clipped(t), self.values
+        return r
 
 
 class MaxCollector(Collector):
@@ -86,11 +105,16 @@ class GlobalScaleCollector(Collector):
         if not global_scale > 0:
             raise ValueError(f"global_scale: must be > 0, got {global_scale}")
         self.scale = float(global_scale)
+        self.beyond = 0
+
+    def _update(self, x):
+        self.beyond += int((np.abs(x) > self.scale).sum())
 
     def compute_range(self):
         r = super().compute_range()
         r.lo = 0.0 if r.observed_min >= 0 else -self.scale
         r.hi = self.scale
+        r.clipped = float(self.beyond)  # [0, s] only when no value is negative: |x| > s
         return r
 
 
@@ -103,6 +127,9 @@ class HistogramCollector(Collector):
 
     def _update(self, x):
         self.hist.update(x)
+
+    def _clipped(self, t):
+        return self.hist.count_above(t)
 
 
 class PercentileCollector(HistogramCollector):

@@ -54,6 +54,15 @@ class AbsHistogram:
             self.counts[: merged.size] = merged
         self.top = new_top
 
+    def count_above(self, t):
+        """Values with |x| > ``t`` (t >= 0): the bins wholly above t, plus the part of the
+        bin holding t above it, its values taken as uniform within the bin."""
+        if self.top == 0.0 or t >= self.top:
+            return 0.0
+        edge = t / self.bin_width
+        i = int(edge)
+        return float(self.counts[i + 1 :].sum() + self.counts[i] * (i + 1 - edge))
+
     def counts_with_zeros(self):
         """The bins with the exact zeros added to bin 0: the histogram of all |x|."""
         counts = self.counts.copy()
