@@ -50,6 +50,18 @@ SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
         "--max-int8-latency-ms",
         "highest median TVM INT8 latency of one batch, ms > 0",
     ),
+    (
+        "min_decisive_top1_agreement",
+        "--min-decisive-top1-agreement",
+        "lowest INT8 top-1 agreement counting only decisive flips (PyTorch FP32 margin >= "
+        "--near-tie-margin), a fraction in [0, 1]",
+    ),
+    (
+        "near_tie_margin",
+        "--near-tie-margin",
+        "softmax top-1 minus top-2 probability of PyTorch FP32 under which a flip is a "
+        "near-tie, in [0, 1]",
+    ),
 )
 
 DESCRIPTION = """\

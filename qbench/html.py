@@ -14,7 +14,9 @@ from .report import (
     ACCURACY_NOTE,
     accuracy_table,
     check_value_and_limit,
+    decisive_table,
     environment_line,
+    flip_lines,
     latency_table,
     layer_table,
     signoff_table,
@@ -70,6 +72,11 @@ def render_html(report, attachments=None):
         _table(accuracy_table(report, "html", note=False)),
         f'<p class="note">{escape(ACCURACY_NOTE)}</p>',
     )
+    if flip_lines(report):
+        table = decisive_table(report, "html")
+        body += _section(
+            "Flips", _list(flip_lines(report), "summary"), *([_table(table)] if table else [])
+        )
     signoff = re.sub(
         r"<td>FAIL\s*</td>", '<td class="failed">FAIL</td>', signoff_table(report.signoff, "html")
     )

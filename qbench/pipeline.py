@@ -60,6 +60,8 @@ class RunOptions:
     min_top5_agreement: float = Limits.min_top5_agreement
     min_int8_speedup: float = Limits.min_int8_speedup
     max_int8_latency_ms: float = Limits.max_int8_latency_ms
+    min_decisive_top1_agreement: float = Limits.min_decisive_top1_agreement
+    near_tie_margin: float = Limits.near_tie_margin
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
     tuning_db: str = None  # None: ``tuning.default_root()``
@@ -262,7 +264,8 @@ def run(opts, attachments=None):
         measured = _time(runners, p.images, p.split.eval, model, opts)
         st.note = timing.rounds(measured.protocol)
     latency = measured.samples_ms
-    results = _results(runners, logits, labels, latency)
+    keys = [p.images.keys[i] for i in p.split.eval] if p.images.keys else None
+    results = _results(runners, logits, labels, latency, opts.near_tie_margin, keys)
     timed = speed.speed(latency)
     quantized = sum(plan.quantized for plan in p.plans)
     classes = frontend.num_classes(p.imported.mod)
@@ -277,6 +280,13 @@ def run(opts, attachments=None):
     )
     wall_s = time.time() - started
     return build_report(p, results, wall_s, timed, verdict, measured.protocol)
+
+
+def _named(outcomes, keys):
+    """``outcomes`` (``compare.per_image``) with each flip's ``image`` key added."""
+    for f in outcomes.get("flips", []):
+        f["image"] = str(keys[f["index"]]) if keys else None
+    return outcomes
 
 
 def _build_runners(p):
@@ -400,9 +410,10 @@ def _time(runners, images, indices, model, opts):
     return timing.time_runners(runners, x, opts.warmup, opts.repeat)
 
 
-def _results(runners, logits, labels, latency):
+def _results(runners, logits, labels, latency, margin, keys=None):
     """{runner name: ``RunnerResult``}: latency, metrics against PyTorch FP32's logits
-    (``ref``) and per-image outcomes."""
+    (``ref``) and per-image outcomes, flips split at the near-tie ``margin`` and named by
+    the evaluated images' ``keys`` (their files), where the data has them."""
     ref = logits["pytorch_fp32"]
     results = {}
     for r in runners:
@@ -410,12 +421,12 @@ def _results(runners, logits, labels, latency):
             metrics = accuracy_metrics(ref, labels) if labels is not None else {}
             metrics["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
         else:
-            metrics = compare_logits(ref, logits[r.name], labels)
+            metrics = compare_logits(ref, logits[r.name], labels, margin)
         results[r.name] = RunnerResult(
             name=r.name,
             latency=Latency(**latency_stats(latency[r.name])),
             samples_ms=tuple(latency[r.name]),
             metrics=metrics,
-            per_image=per_image(ref, logits[r.name], labels),
+            per_image=_named(per_image(ref, logits[r.name], labels, margin), keys),
         )
     return results

@@ -273,13 +273,16 @@ def _versus(ratio, name):
 
 ACCURACY_COLUMNS = [
     ("top1_agreement", "top-1 agreement"),
+    ("decisive_top1_agreement", "decisive top-1 agreement"),
     ("top5_agreement", "top-5 agreement"),
     ("top1_accuracy", "top-1 accuracy"),
     ("top5_accuracy", "top-5 accuracy"),
 ]
 ACCURACY_NOTE = (
     "Agreement: % of images whose top-1 class is PyTorch FP32's (top-5: % of PyTorch's 5 top "
-    "classes found in the runner's 5); accuracy: % of images whose label is in the top 1 / 5; "
+    "classes found in the runner's 5); decisive: near-tie flips (PyTorch FP32's top-1 minus "
+    "top-2 softmax probability under the near-tie margin) forgiven; accuracy: % of images "
+    "whose label is in the top 1 / 5; "
     "counts in brackets, with the 95 % Clopper-Pearson interval (CI) over the images. max abs "
     "diff in logit units; cosine 1 = same direction."
 )
@@ -300,6 +303,49 @@ def accuracy_table(report, fmt, note=True):
         )
     table = tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
     return table + "\n\n" + ACCURACY_NOTE if note else table
+
+
+def flip_lines(report):
+    """Per compared runner, its top-1 flips split into near-ties and decisive ones, e.g.
+    ``TVM INT8: 3 flips, 3 near-ties (PyTorch FP32 margin < 0.05), 0 decisive``."""
+    lines = []
+    for name, entry in report.results.items():
+        m = entry.metrics
+        if "decisive_flips" not in m:
+            continue
+        total = m["near_tie_flips"] + m["decisive_flips"]
+        lines.append(
+            f"{RUNNER_TITLES[name]}: {total} flips of {m['top1_agreement_total']} images, "
+            f"{m['near_tie_flips']} near-ties (PyTorch FP32 margin < {m['near_tie_margin']:g}), "
+            f"{m['decisive_flips']} decisive"
+        )
+    return lines
+
+
+def decisive_table(report, fmt):
+    """The decisive flips (``compare.flips``), one row each: runner, image, PyTorch FP32
+    margin, PyTorch's class, the runner's class; None when there are none."""
+    rows = [
+        [RUNNER_TITLES[name], f.get("image") or f"#{f['index']}", f"{f['margin']:.3f}"]
+        + [f["pytorch_class"], f["class"]]
+        for name, entry in report.results.items()
+        for f in entry.per_image.get("flips", [])
+        if f["kind"] == "decisive"
+    ]
+    if not rows:
+        return None
+    heads = ["runner", "image", "PyTorch FP32 margin", "PyTorch class", "runner's class"]
+    return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
+
+
+def flip_parts(report, fmt):
+    """The flips section's parts: one line per runner and the decisive flips' table."""
+    lines = flip_lines(report)
+    if not lines:
+        return []
+    bullet = "- " if fmt == "github" else ""
+    table = decisive_table(report, fmt)
+    return ["\n".join(bullet + line for line in lines)] + ([table] if table else [])
 
 
 def percent_with_counts(metrics, key):
@@ -617,6 +663,7 @@ def render_markdown(report):
         latency_table(report.results, "github", report.simulated),
         "## Agreement with PyTorch FP32 and accuracy",
         accuracy_table(report, "github"),
+        *(["## Flips"] + flip_parts(report, "github") if flip_lines(report) else []),
         "## Sign-off",
         signoff_table(report.signoff, "github"),
         "## Layers",

@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass, fields, replace
 
-from .compare import TOP5
+from .compare import NEAR_TIE_MARGIN, TOP5
 from .intervals import CONFIDENCE, clopper_pearson, images_needed
 from .results import Check, Verdict
 
@@ -37,6 +37,10 @@ class Limits:
             it only when the whole confidence interval of the speed-up lies below it.
         max_int8_latency_ms: highest median TVM INT8 latency of one batch, ms > 0, or None
             (no limit).
+        min_decisive_top1_agreement: lowest INT8 top-1 agreement counting only decisive
+            flips (``compare.flips``), a fraction in [0, 1], or None (no such check).
+        near_tie_margin: PyTorch FP32's softmax top-1 minus top-2 probability under which a
+            flip is a near-tie, in [0, 1] (``compare.NEAR_TIE_MARGIN``: its measurement).
     """
 
     min_top1_agreement: float = 0.97
@@ -46,6 +50,8 @@ class Limits:
     min_top5_agreement: float = 0.9
     min_int8_speedup: float = 1.0
     max_int8_latency_ms: float | None = None
+    min_decisive_top1_agreement: float | None = None
+    near_tie_margin: float = NEAR_TIE_MARGIN
 
     @classmethod
     def of(cls, options):
@@ -61,6 +67,8 @@ RANGES = {  # Limits field: (lowest, highest or None, lowest excluded)
     "min_top5_agreement": (0, 1, False),
     "min_int8_speedup": (0, None, False),  # 0: any speed passes
     "max_int8_latency_ms": (0, None, True),
+    "min_decisive_top1_agreement": (0, 1, False),
+    "near_tie_margin": (0, 1, False),
 }
 
 
@@ -129,6 +137,8 @@ def signoff(
             _ranking(f"{label} top-1 agreement", m, limits.min_top1_agreement, classes, 1)
         )
     checks.append(_ranking("INT8 top-5 agreement", int8, limits.min_top5_agreement, classes, TOP5))
+    if limits.min_decisive_top1_agreement is not None:
+        checks.append(_decisive(int8, limits, classes))
     checks += _fidelity(int8, limits)
     if "top1_accuracy" in int8:
         checks.append(_accuracy_drop(ref, int8, limits.max_accuracy_drop, classes))
@@ -203,6 +213,21 @@ def _ranking(name, metrics, limit, classes, k):
         return check
     images = metrics[f"{key}_total"] // k  # top-5 counts 5 classes an image
     return with_interval(check, round(metrics[key] * images), images)
+
+
+def _decisive(int8, limits, classes):
+    """INT8 top-1 agreement with near-tie flips forgiven (``compare.flips``)."""
+    name = f"INT8 decisive top-1 agreement (margin {limits.near_tie_margin:g})"
+    limit = limits.min_decisive_top1_agreement
+    if classes == 1:
+        return _not_applicable(name, ">=", limit, "fraction", "a single output logit")
+    if "decisive_top1_agreement" not in int8:
+        return _valueless(
+            name, ">=", limit, "fraction", False, "not computed: INT8 logits are not finite"
+        )
+    check = _check(name, int8["decisive_top1_agreement"], ">=", limit, "fraction")
+    images = int8["decisive_top1_agreement_total"]
+    return with_interval(check, int8["decisive_top1_agreement_count"], images)
 
 
 def with_interval(check, count, images):

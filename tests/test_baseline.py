@@ -271,7 +271,12 @@ def test_per_image_outcomes_on_hand_made_logits():
     ref = np.array([[0.0, 1.0], [2.0, 0.0], [0.0, 3.0]])
     out = np.array([[0.0, 2.0], [0.0, 1.0], [1.0, 0.0]])
     labels = np.array([1, 1, 0])
-    assert per_image(ref, out, labels) == {"top1_match": [1, 0, 0], "top1_correct": [1, 1, 1]}
+    outcomes = per_image(ref, out, labels)
+    flipped = outcomes.pop("flips")
+    assert outcomes == {"top1_match": [1, 0, 0], "top1_correct": [1, 1, 1]}
+    # two classes: margin p1 - p2 = tanh(d / 2); d = 2 and 3, both decisive
+    assert [(f["index"], f["kind"]) for f in flipped] == [(1, "decisive"), (2, "decisive")]
+    assert [f["margin"] for f in flipped] == pytest.approx([np.tanh(1.0), np.tanh(1.5)], abs=1e-6)
     assert per_image(ref, ref, labels) == {"top1_correct": [1, 0, 0]}  # PyTorch itself
     nan = out.copy()
     nan[0, 0] = np.nan  # non-finite logits agree with nothing, as compare_logits says
