@@ -99,3 +99,32 @@ def diagnosis_svg(diagnosis):
 
 def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+
+
+def fallback_svg(fallback):
+    """The FP32 fallback's path as accuracy against latency: one point per step that was
+    timed (x: TVM INT8 median latency of one batch, ms; y: held-out top-1 agreement, %,
+    with its 95 % Clopper-Pearson interval as an error bar), labelled by step number, the
+    target as a dashed line.
+
+    Args:
+        fallback: ``RunResult.diagnosis["fallback"]`` (``diagnose.command.fallback_record``).
+    Returns:
+        SVG text, or None when fewer than two steps were timed.
+    """
+    steps = [s for s in fallback.get("steps", []) if s.get("latency_ms") is not None]
+    if len(steps) < 2 or not all("top1_agreement_ci95" in s for s in steps):
+        return None
+    fig, ax = _figure(6, 3.6)
+    x = np.array([s["latency_ms"] for s in steps])
+    y = np.array([100 * s["top1_agreement"] for s in steps])
+    ci = np.array([[100 * v for v in s["top1_agreement_ci95"]] for s in steps])
+    ax.errorbar(x, y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o-", capsize=3)
+    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+        ax.annotate(str(i), (xi, yi), textcoords="offset points", xytext=(5, 5))
+    ax.axhline(100 * fallback["target"], ls="--", color="tab:red", label="target")
+    ax.set_xlabel("TVM INT8 latency of one batch (ms)")
+    ax.set_ylabel("held-out top-1 agreement (%)")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return _svg(fig)

@@ -117,16 +117,23 @@ def diagnosis_parts(diagnosis, attachments):
     """The diagnosis' summary, its most sensitive layers, their input histograms (the PNGs
     of ``attachments`` the diagnosis names) and the per-layer SQNR plot; nothing without a
     diagnosis."""
-    from .diagnose.report import TOP, sensitive_table, summary
+    from .diagnose.report import TOP, path_table, sensitive_table, summary
     from .report import diagnosis_title
 
     if not diagnosis:
         return []
     svg = figures.diagnosis_svg(diagnosis)
+    fb = diagnosis.get("fallback")
+    path = []
+    if fb and "stop" in fb:  # reports before the path was recorded have none
+        plot = figures.fallback_svg(fb)
+        path = ["<h3>FP32 fallback path</h3>", _table(path_table(fb, "html"))]
+        path += [plot] if plot else []
     pngs = [attachments[n] for n in diagnosis.get("plots", []) if n in attachments]
     return _section(
         diagnosis_title(diagnosis),
         _list(summary(diagnosis), "summary"),
+        *path,
         f"<h3>The {TOP} most sensitive layers</h3>",
         _table(sensitive_table(diagnosis, "html")),
         *(_png(png, "input histogram") for png in pngs),

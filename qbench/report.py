@@ -685,13 +685,16 @@ def _diagnosis_parts(report):
     """The Markdown of the diagnosis (``--diagnose``, ``--accuracy-target``): its summary and
     fallback, the most sensitive layers, their input histograms and, with ``--diagnose``,
     every layer's row; nothing if the run had none."""
-    from .diagnose.report import LEGEND, TOP, layer_table, sensitive_table, summary
+    from .diagnose.report import LEGEND, TOP, layer_table, path_table, sensitive_table, summary
 
     diagnosis = report.diagnosis
     if not diagnosis:
         return []
     lines = "\n".join(f"- {line}" for line in summary(diagnosis))
-    parts = [f"## {diagnosis_title(diagnosis)}", lines, f"The {TOP} most sensitive layers:"]
+    parts = [f"## {diagnosis_title(diagnosis)}", lines]
+    if "stop" in diagnosis.get("fallback", {}):
+        parts += ["FP32 fallback path:", path_table(diagnosis["fallback"])]
+    parts += [f"The {TOP} most sensitive layers:"]
     parts += [sensitive_table(diagnosis)]
     parts += [f"![input histogram]({png})" for png in diagnosis.get("plots", [])]
     if diagnosis.get("plots"):

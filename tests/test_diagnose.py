@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -144,13 +145,25 @@ def test_ranking_puts_the_bad_layer_first_and_fallback_picks_it(bad):
     assert diagnosis.agree < diagnosis.images  # all-INT8 misses some top-1 classes
     fb = fallback(model, fakes, batches, diagnosis.ranking(), target=1.0)
     assert fb.reached and fb.kept[0] == "2"
-    kept, agreement, _ = fb.steps[-1]
-    assert agreement == 1.0 and kept == len(fb.kept)
-    assert fb.steps[0] == (
-        0,
-        diagnosis.agree / diagnosis.images,
-        pytest.approx(diagnosis.logits.sqnr_db),
-    )
+    assert fb.steps[-1].agreement == 1.0 and [s.layer for s in fb.steps[1:]] == fb.kept
+    first = fb.steps[0]
+    assert (first.layer, first.agree, first.images) == (None, diagnosis.agree, diagnosis.images)
+    assert first.sqnr_db == pytest.approx(diagnosis.logits.sqnr_db)
+    assert fb.steps[1].sqnr_db - first.sqnr_db >= 0.5 and fb.stop == "target reached"
+
+
+def test_fallback_undoes_a_layer_that_buys_no_measurable_gain(bad):
+    """Layer "0" is not the faulty one: keeping it in FP32 moves the logits SQNR by less than
+    the minimum gain, so the search undoes it and stops rather than chase agreement."""
+    model, fakes, batches = bad
+    fb = fallback(model, fakes, batches, ["0", "2", "4"], target=1.0, min_gain_db=0.5)
+    assert (fb.kept, fb.reached, len(fb.steps)) == ([], False, 2)
+    undone = fb.steps[1]
+    assert undone.layer == "0" and not undone.accepted
+    assert abs(undone.sqnr_db - fb.steps[0].sqnr_db) < 0.5
+    assert fb.stop.startswith("no measurable gain: 0 added")
+    chased = fallback(model, fakes, batches, ["0", "2", "4"], target=1.0, min_gain_db=0.0)
+    assert chased.reached and chased.kept[:2] == ["0", "2"]
 
 
 def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path, capsys, bad):
@@ -169,6 +182,11 @@ def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path
     assert report["fallback"]["held_out_images"] == 16
     latency = report["fallback"]["latency_ms"]
     assert set(latency) == {"all_int8", "with_fallback"} and min(latency.values()) > 0
+    steps = report["fallback"]["steps"]
+    assert [s["latency_ms"] for s in steps][0] == latency["all_int8"]
+    assert steps[len(report["fallback"]["kept_fp32"])]["latency_ms"] == latency["with_fallback"]
+    first = steps[0]
+    assert first["top1_agreement_count"] / first["top1_agreement_total"] == first["top1_agreement"]
     assert (folder / "diagnose.md").read_text().count("\n| 2 ") >= 2  # in both tables
     assert report["plots"][0] == "hist-1-2.png" and len(report["plots"]) == 3
     for png in report["plots"]:
@@ -236,7 +254,7 @@ def test_bias_shifts_are_measured_for_the_int8_layers_given(bad):
     np.testing.assert_array_equal(every["0"], with_2_fp32["0"])  # upstream of the change
     assert np.abs(with_2_fp32["4"] - every["4"]).max() > 1e-3
     fb = fallback(model, fakes, batches, ["2", "0", "4"], target=1.0, bias_x=x)
-    assert fb.reached and fb.steps[0][0] == 0  # bias correction alone repairs this model
+    assert fb.reached and fb.kept == []  # bias correction alone repairs this model
 
 
 @pytest.mark.parametrize(
@@ -275,7 +293,11 @@ def test_run_with_accuracy_target_keeps_the_bad_layer_in_fp32(tmp_path, capsys):
     reasons = {la["name"]: la["reason"] for la in report["layers"]}
     assert all("--accuracy-target fallback" in reasons[name] for name in kept)
     assert "FP32 fallback for top-1 agreement >= 1.0" in out
-    assert "## Diagnosis and FP32 fallback" in (folder / "report.md").read_text()
+    md = (folder / "report.md").read_text()
+    assert "## Diagnosis and FP32 fallback" in md and "FP32 fallback path:" in md
+    html = (folder / "report.html").read_text()
+    assert "FP32 fallback path" in html and html.count("<svg") >= 3  # latency, SQNR, path
+    assert re.search(r"^\|\s*1\s*\|\s*2\s*\|", md, re.M)  # the path's step 1 keeps "2"
 
 
 def test_run_diagnose_adds_every_layer_and_the_histograms_to_the_report(tmp_path, capsys):

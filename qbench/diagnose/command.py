@@ -7,13 +7,14 @@ from dataclasses import replace
 
 from .. import build, frontend, targets, timing
 from ..compare import latency_stats
+from ..intervals import clopper_pearson, images_needed
 from ..pipeline import full_batches, prepare
 from ..progress import stage
 from ..quantize.plan import make_plans
 from ..quantize.rewrite import rewrite
 from ..refine import calib_images
 from ..runners import TVMRunner
-from .analysis import as_rows, diagnose, fallback, to_batches
+from .analysis import MIN_GAIN_DB, as_rows, diagnose, fallback, to_batches
 from .fakequant import fake_layers
 from .plots import histogram_png, input_histograms
 from .report import TOP
@@ -72,21 +73,8 @@ def diagnose_prepared(prepared, accuracy_target=None, plots=True):
             fb = fallback(
                 module, fakes, held_out, diagnosis.ranking(), accuracy_target, _bias_x(prepared)
             )
-            st.note = f"{len(fb.kept)} layers kept in FP32" + ("" if fb.reached else " (missed)")
-        report["fallback"] = {
-            "target": accuracy_target,
-            "held_out_images": len(held),
-            "reached": fb.reached,
-            "kept_fp32": fb.kept,
-            "steps": [
-                {"kept": k, "top1_agreement": a, "logits_sqnr_db": s} for k, a, s in fb.steps
-            ],
-        }
-        report["fallback"]["latency_ms"] = None  # no layer kept: the INT8 graph is unchanged
-        if fb.kept:
-            with stage("latency cost") as st:
-                report["fallback"]["latency_ms"] = latency_cost(prepared, fb.kept)
-                st.note = "TVM INT8 with and without the FP32 layers"
+            st.note = f"{len(fb.kept)} layers kept in FP32 ({fb.stop})"
+        report["fallback"] = fallback_record(prepared, fb, accuracy_target)
     pngs = {}
     if plots:
         with stage("plots") as st:
@@ -117,19 +105,61 @@ def _ranked(prepared):
     return frontend.num_classes(prepared.imported.mod) > 1
 
 
-def latency_cost(prepared, kept):
-    """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with every
-    layer in INT8 and with the layers ``kept`` in FP32, timed interleaved
-    (``timing.time_runners``) so that load on the machine hits both alike.
+def fallback_record(prepared, fb, target):
+    """The report's ``fallback``: the target, the held-out images, whether it was reached
+    and why it stopped, the layers kept, and the path: one entry per ``analysis.Step`` with
+    its top-1 agreement, counts and 95 % Clopper-Pearson interval, logits SQNR (dB) and,
+    for each accepted step, the TVM INT8 build's median latency (ms, one batch) with that
+    step's layers in FP32. ``latency_ms`` holds the all-INT8 and chosen builds' (None when
+    no layer is kept: the INT8 graph is unchanged)."""
+    steps = [
+        {
+            "layer": s.layer,
+            "accepted": s.accepted,
+            "top1_agreement": s.agreement,
+            "top1_agreement_count": s.agree,
+            "top1_agreement_total": s.images,
+            "top1_agreement_ci95": [round(v, 6) for v in clopper_pearson(s.agree, s.images)],
+            "logits_sqnr_db": s.sqnr_db,
+            "latency_ms": None,
+        }
+        for s in fb.steps
+    ]
+    record = {
+        "target": target,
+        "held_out_images": len(prepared.holdout),
+        "needed_images": images_needed(target),
+        "min_gain_db": MIN_GAIN_DB,
+        "reached": fb.reached,
+        "stop": fb.stop,
+        "kept_fp32": fb.kept,
+        "steps": steps,
+        "latency_ms": None,
+    }
+    if fb.kept:
+        with stage("latency cost") as st:
+            path = path_latency(prepared, fb.kept)
+            for step, ms in zip(steps, path, strict=False):
+                step["latency_ms"] = ms
+            record["latency_ms"] = {"all_int8": path[0], "with_fallback": path[-1]}
+            st.note = f"TVM INT8 with 0 to {len(fb.kept)} layers in FP32, interleaved"
+    return record
+
+
+def path_latency(prepared, kept):
+    """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with the
+    first 0, 1, ..., ``len(kept)`` layers of ``kept`` in FP32, timed interleaved
+    (``timing.time_runners``) so that load on the machine hits every build alike.
 
     Returns:
-        dict: ``all_int8`` and ``with_fallback``, ms.
+        list of ``len(kept) + 1`` floats, ms, the all-INT8 build first.
     """
     p = prepared
     opts, target = p.opts, p.target
-    quant = replace(opts.quant, fallback_layers=tuple(kept))
-    plans = make_plans(p.layers, p.ranges, quant)
-    mods = {"all_int8": p.int8_mod, "with_fallback": rewrite(p.imported.mod, plans)}
+    mods = {"kept 0": p.int8_mod}
+    for n in range(1, len(kept) + 1):
+        quant = replace(opts.quant, fallback_layers=tuple(kept[:n]))
+        mods[f"kept {n}"] = rewrite(p.imported.mod, make_plans(p.layers, p.ranges, quant))
     shape, n = p.model.input_shape, opts.batch_size
     x, _ = next(full_batches(p.images, p.split.calib[:n], p.model, n))
     device = targets.device_for(target)
@@ -138,7 +168,7 @@ def latency_cost(prepared, kept):
         for name, mod in mods.items()
     ]
     samples = timing.time_runners(found, x, opts.warmup, opts.repeat).samples_ms
-    return {name: latency_stats(s)["median_ms"] for name, s in samples.items()}
+    return [latency_stats(samples[name])["median_ms"] for name in mods]
 
 
 def _bias_x(prepared):

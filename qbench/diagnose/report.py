@@ -75,16 +75,58 @@ def summary(report):
     ]
     fb = report.get("fallback")
     if fb:
-        last = fb["steps"][-1]
-        state = "reached" if fb["reached"] else "NOT reached (every layer tried)"
+        last = [s for s in fb["steps"] if s.get("accepted", True)][-1]
+        stop = fb.get("stop", "every layer tried")  # reports before the gain rule
+        state = "reached" if fb["reached"] else f"NOT reached ({stop})"
         lines.append(
             f"FP32 fallback for top-1 agreement >= {fb['target']} on {fb['held_out_images']} "
             f"held-out images: {state} with "
             f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
+        needed = fb.get("needed_images")
+        if needed and fb["held_out_images"] < needed:
+            lines.append(
+                f"{fb['held_out_images']} held-out images cannot show {fb['target']}: at least "
+                f"{needed} needed (95 % Clopper-Pearson); the search keeps a layer only for "
+                f"a logits SQNR gain >= {fb['min_gain_db']:g} dB"
+            )
         lines.append(_latency_cost_line(fb["latency_ms"]))
     return lines
+
+
+PATH_HEADS = [
+    "step",
+    "layer kept in FP32",
+    "held-out top-1 agreement",
+    "logits SQNR (dB)",
+    "gain (dB)",
+    "TVM INT8 latency (ms)",
+    "kept",
+]
+
+
+def path_table(fallback, fmt="github"):
+    """The fallback's path, one row per step (``diagnose.command.fallback_record``): the
+    layer added, held-out agreement with counts and interval, SQNR, its gain, latency."""
+    rows, before = [], None
+    for i, s in enumerate(fallback["steps"]):
+        ci = s.get("top1_agreement_ci95")
+        agree = f"{100 * s['top1_agreement']:.1f} %"
+        if ci:
+            agree += (
+                f" ({s['top1_agreement_count']}/{s['top1_agreement_total']}; "
+                f"CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f})"
+            )
+        gain = "-" if before is None else f"{s['logits_sqnr_db'] - before:+.2f}"
+        ms = s.get("latency_ms")
+        accepted = s.get("accepted", True)
+        rows.append(
+            [i, s.get("layer") or "(all INT8)", agree, f"{s['logits_sqnr_db']:.2f}", gain]
+            + ["-" if ms is None else f"{ms:.2f}", "yes" if accepted else "no: gain too small"]
+        )
+        before = s["logits_sqnr_db"] if accepted else before
+    return tabulate(rows, PATH_HEADS, tablefmt=fmt, disable_numparse=True)
 
 
 def _agreement(fraction):
@@ -106,6 +148,8 @@ def _latency_cost_line(ms):
 
 def render_markdown(report):
     parts = [f"# qbench diagnose: {report['model']}", "", *summary(report), ""]
+    if "fallback" in report:
+        parts += ["## FP32 fallback path", "", path_table(report["fallback"]), ""]
     parts += [f"## The {TOP} most sensitive layers", "", sensitive_table(report), ""]
     parts += [f"![input histogram]({png})" for png in report.get("plots", [])] + [""]
     parts += ["## Every INT8 layer", "", layer_table(report["layers"]), "", LEGEND, ""]
