@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from scipy.stats import beta
 from torch import nn
 
 from qbench.cli import main
@@ -442,3 +443,15 @@ def test_a_single_logit_model_has_no_agreement_target_and_no_agreement(tmp_path,
     report = json.loads((folder / "diagnose.json").read_text())
     assert report["top1_agreement"] is None and report["logits_sqnr_db"] > 0
     assert "top-1 agreement" not in (folder / "diagnose.md").read_text().split("\n")[2]
+
+
+def test_a_stopped_search_is_reached_only_when_the_held_out_images_cannot_refute_it():
+    """63/64: 95 % Clopper-Pearson interval 91.6-99.96 % holds 0.99; 60/64 (upper bound
+    98.3 %, hand-checked as the Beta(61, 4) 97.5 % quantile) refutes it."""
+    from qbench.diagnose.analysis import Step, _unreached
+
+    assert beta.ppf(0.975, 61, 4) < 0.99 < beta.ppf(0.975, 64, 1)
+    kept = _unreached([], [Step(None, 63, 64, 24.5)], 0.99, "no measurable gain")
+    assert kept.reached and kept.stop.endswith("63/64, 95 % CI 91.6-100.0 %: target not refuted")
+    missed = _unreached([], [Step(None, 60, 64, 20.0)], 0.99, "every layer tried")
+    assert not missed.reached and missed.stop.endswith("below the target")

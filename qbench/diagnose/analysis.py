@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..intervals import clopper_pearson
 from ..quantize.bias import bias_shifts
 from .energy import Energy
 from .fakequant import quantized
@@ -162,8 +163,9 @@ class Step:
 class Fallback:
     """The result of ``fallback``: ``kept`` (layer names kept FP32, in the order chosen),
     ``steps`` (``Step``: the all-INT8 start, each layer kept, and last the step undone
-    for too small a gain, if one was), ``reached`` (the target held) and ``stop`` (why it
-    stopped, in words)."""
+    for too small a gain, if one was), ``reached`` (the target held on the held-out images,
+    or their agreement's 95 % interval reaches it) and ``stop`` (why it stopped, in
+    words)."""
 
     kept: list
     steps: list
@@ -210,15 +212,27 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
             bias_shifts(model, fakes, bias_x, active)
         step = Step(layer, *_score(model, fakes, batches, refs, active))
         if steps and _gain(step, steps[-1]) < min_gain_db:
+            gain = _gain(step, steps[-1])
             steps.append(replace(step, accepted=False))
-            gain = _gain(step, steps[-2])
             stop = f"no measurable gain: {layer} added {gain:.2f} dB (< {min_gain_db:g} dB)"
-            return Fallback(kept, steps, False, stop)
+            return _unreached(kept, steps, target, stop)
         steps.append(step)
         kept = trial
         if step.agreement >= target:
             return Fallback(kept, steps, True, "target reached")
-    return Fallback(kept, steps, False, "every layer tried")
+    return _unreached(kept, steps, target, "every layer tried")
+
+
+def _unreached(kept, steps, target, stop):
+    """A search that stopped below ``target``: reached all the same when the held-out images
+    cannot refute it (the 95 % Clopper-Pearson interval of the last kept step's agreement
+    reaches the target), as one flip on a few dozen images cannot."""
+    last = [s for s in steps if s.accepted][-1]
+    low, high = clopper_pearson(last.agree, last.images)
+    held = f"{last.agree}/{last.images}, 95 % CI {100 * low:.1f}-{100 * high:.1f} %"
+    if high >= target:
+        return Fallback(kept, steps, True, f"{stop}; held-out {held}: target not refuted")
+    return Fallback(kept, steps, False, f"{stop}; held-out {held}: below the target")
 
 
 def _gain(step, before):

@@ -77,7 +77,10 @@ def summary(report):
     if fb:
         last = [s for s in fb["steps"] if s.get("accepted", True)][-1]
         stop = fb.get("stop", "every layer tried")  # reports before the gain rule
-        state = "reached" if fb["reached"] else f"NOT reached ({stop})"
+        if fb["reached"]:
+            state = "reached" if stop == "target reached" else f"reached: {stop}"
+        else:
+            state = f"NOT reached ({stop})"
         lines.append(
             f"FP32 fallback for top-1 agreement >= {fb['target']} on {fb['held_out_images']} "
             f"held-out images: {state} with "
