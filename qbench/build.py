@@ -18,16 +18,26 @@ class Built:
     schedule_counts: dict
 
 
-def build(mod, target, databases=()):
-    """Compile ``mod`` as ``compile`` does and load it. Returns a ``Built``."""
+def build(mod, target, databases=(), remote=None, name="model"):
+    """Compile ``mod`` as ``compile`` does and load it: here, or on the ``remote.Device``
+    ``remote`` (exported as ``<name>.so`` and uploaded). Returns a ``Built``.
+
+    Raises:
+        remote.RemoteLost: the remote device stopped answering.
+    """
     import tvm
     from tvm import relax
 
+    from .remote import upload
     from .targets import device_for
 
     lowered = lower(mod, target, databases)
     executable = relax.build(lowered, tvm.target.Target(target))
-    return Built(relax.VirtualMachine(executable, device_for(target)), schedule_counts(lowered))
+    if remote is None:
+        vm = relax.VirtualMachine(executable, device_for(target))
+    else:
+        vm = relax.VirtualMachine(upload(remote, executable, name), remote.tvm_device())
+    return Built(vm, schedule_counts(lowered))
 
 
 def compile(mod, target, databases=(), hand_kernels=True):  # noqa: A001

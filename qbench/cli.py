@@ -304,8 +304,28 @@ def _add_data_options(r, grid=False):
         default=os.cpu_count() or 1,
         help="CPU threads for TVM and PyTorch alike (default: all cores, %(default)s here)",
     )
+    _add_remote_options(r)
     r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
     r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
+
+
+def _add_remote_options(r):
+    """Where the TVM builds run: this machine, one RPC server, or a tracker's device pool."""
+    r.add_argument(
+        "--rpc",
+        metavar="HOST:PORT",
+        help="run the TVM builds on this TVM RPC server (python -m tvm.exec.rpc_server); "
+        "compiled here, timed by the device's own timer (default: none, this machine)",
+    )
+    r.add_argument(
+        "--rpc-tracker",
+        metavar="HOST:PORT",
+        help="run the TVM builds on a free server of --rpc-key registered with this TVM RPC "
+        "tracker (python -m tvm.exec.rpc_tracker); waits while all are busy (default: none)",
+    )
+    r.add_argument(
+        "--rpc-key", metavar="KEY", help="the device key asked of --rpc-tracker (default: none)"
+    )
 
 
 def _add_quant_options(r):
@@ -492,7 +512,7 @@ def _options(args):
 
     fields = (
         "model target data weights input_shape mean std calib_size eval_size batch_size seed "
-        "threads warmup repeat cache_dir reports_dir"
+        "threads warmup repeat cache_dir reports_dir rpc rpc_tracker rpc_key"
     ).split()
     args.tuning_db = args.tuning_db or str(default_root())
     fields.append("tuning_db")
@@ -527,7 +547,7 @@ def _limits(args):
     if path is None:
         return policy.applied(None, model_id(args.model), None, given)
     loaded = policy.load(path)
-    kind = targets.parse_target(args.target, args.threads)["kind"]
+    kind = targets.parse_target(args.target, args.threads, runs_here=False)["kind"]
     return policy.applied(loaded, model_id(args.model), kind, given)
 
 
@@ -550,6 +570,7 @@ def _sweep(args):
     """``qbench sweep``: check the whole grid and every option, then run the cells."""
     from . import sweep
     from .atomic import check_writable
+    from .remote import parse_remote
 
     models = sweep.split_items(args.models, "--models")
     texts = sweep.split_items(args.targets, "--targets")
@@ -564,10 +585,12 @@ def _sweep(args):
         for t in texts
     ]
     sweep.check_models(models)
-    sweep.check_targets(texts, args.threads)
+    remote = parse_remote(args.rpc, args.rpc_tracker, args.rpc_key)
+    sweep.check_targets(texts, args.threads, runs_here=remote is None)
     check_writable(args.reports_dir, "--reports-dir")  # the summary's, whatever the cells do
+    parallel = sweep.parallel_cells(remote, len(cells))
     done, folder = sweep.run_grid(
-        cells, models, texts, args.reports_dir, lambda: _INTERRUPTS.count > 0
+        cells, models, texts, args.reports_dir, lambda: _INTERRUPTS.count > 0, parallel
     )
     print(sweep.summary_table(done, "simple"))
     print(f"\nsummary: {folder / 'summary.md'}  {folder / 'summary.json'}")

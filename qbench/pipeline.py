@@ -21,7 +21,7 @@ from .quantize.plan import check_skip_layers, fp32_reasons, make_plans
 from .quantize.rewrite import rewrite
 from .refine import refine
 from .results import Latency, RunnerResult
-from .runners import TorchRunner, TVMRunner, pad_batch
+from .runners import RemoteTVMRunner, TorchRunner, TVMRunner, pad_batch
 from .signoff import Limits, signoff
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,9 @@ class RunOptions:
     diagnose: bool = False  # a per-layer diagnosis (run --diagnose, qbench diagnose)
     quant: QuantConfig = field(default_factory=QuantConfig)
     policy: dict = None  # the --policy file applied (``policy.applied``), or None
+    rpc: str = None  # HOST:PORT of the RPC server that runs the TVM builds, or None
+    rpc_tracker: str = None  # HOST:PORT of an RPC tracker whose ``rpc_key`` servers run them
+    rpc_key: str = None
 
 
 def prepare(opts):
@@ -89,7 +92,8 @@ def prepare(opts):
     check_writable(opts.reports_dir, "--reports-dir")
     check_writable(opts.tuning_db, "--tuning-db")
     build.set_threads(opts.threads)
-    target = targets.parse_target(opts.target, opts.threads)
+    device = _connect(opts)
+    target = targets.parse_target(opts.target, opts.threads, device)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100) + opts.holdout_size
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
@@ -127,7 +131,8 @@ def prepare(opts):
         check_modules(model.module, layers, reasons, model.input_shape, opts.batch_size)
     databases, tuning_info = _databases(opts, target)
     p = Prepared(opts, model, images, split, held, target, imported, layers, databases, tuning_info)
-    p = replace(p, unaccounted=graph.unaccounted_calls(imported.layer_calls, layers))
+    unaccounted = graph.unaccounted_calls(imported.layer_calls, layers)
+    p = replace(p, unaccounted=unaccounted, device=device)
     for path, n in p.unaccounted:
         say(
             f"WARNING: {path}: {n} call(s) of this Conv2d/Linear are no conv2d/matmul layer of "
@@ -142,6 +147,35 @@ def prepare(opts):
         p, st.note = _int8_rewrite(replace(p, ranges=ranges, calibration=cal))
     _warn_about_kernels(p)
     return p
+
+
+def _connect(opts):
+    """The ``remote.Device`` of ``--rpc`` / ``--rpc-tracker``, or None (the builds run here).
+
+    Raises:
+        UserError: bad addresses, no such device, or an option that does not work with a
+            remote device yet.
+    """
+    from .remote import connect, parse_remote
+
+    remote = parse_remote(opts.rpc, opts.rpc_tracker, opts.rpc_key)
+    if remote is None:
+        return None
+    unsupported = {
+        "--accuracy-target": opts.accuracy_target is not None,
+        "--diagnose": opts.diagnose,
+        "--tune": bool(opts.tune_trials),
+    }
+    for flag, given in unsupported.items():
+        if given:
+            raise UserError(
+                f"{flag} with {remote.words()}: not supported on a remote device yet (its "
+                "builds are timed here); run it without --rpc/--rpc-tracker"
+            )
+    with stage("connect") as st:
+        device = connect(remote)
+        st.note = device.name
+    return device
 
 
 def _warn_about_kernels(p):
@@ -298,11 +332,14 @@ def _build_runners(p):
     kernels = {}
     for name, mod in graphs(p):
         with stage(f"build {name.upper().replace('_', ' ')}"):
-            built = build.build(mod, target, p.databases)
+            built = build.build(mod, target, p.databases, p.device, name)
         kernels[name] = built.schedule_counts
         log.info("%s kernels by schedule: %s", name, built.schedule_counts)
-        device = targets.device_for(target)
-        runners.append(TVMRunner(built.vm, device, opts.batch_size, shape, name))
+        if p.device is None:
+            device = targets.device_for(target)
+            runners.append(TVMRunner(built.vm, device, opts.batch_size, shape, name))
+        else:
+            runners.append(RemoteTVMRunner(built.vm, p.device, opts.batch_size, shape, name))
     return replace(p, tuning={**p.tuning, "kernels": kernels}), runners
 
 
@@ -348,8 +385,10 @@ def _calibrate(p):
     """(ranges, the report's ``calibration`` dict) of a ``Prepared`` before calibration:
     from the cache, else measured and cached."""
     opts, model, images, split = p.opts, p.model, p.images, p.split
-    mod, layers, target = p.imported.mod, p.layers, p.target
-    q = opts.quant
+    mod, layers, q = p.imported.mod, p.layers, opts.quant
+    # the observer graph runs here: on this CPU when the builds run on a remote device
+    target = p.target if p.device is None else targets.Llvm.host(opts.threads)
+    databases = p.databases if p.device is None else ()
     key = cache_key(
         model=model.name,
         graph=frontend.graph_digest(mod),
@@ -375,7 +414,7 @@ def _calibrate(p):
     batches = full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     ranges = calibrate_module(
-        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, p.databases
+        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, databases
     )
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(
@@ -428,5 +467,6 @@ def _results(runners, logits, labels, latency, margin, keys=None):
             samples_ms=tuple(latency[r.name]),
             metrics=metrics,
             per_image=_named(per_image(ref, logits[r.name], labels, margin), keys),
+            device=r.device_name,
         )
     return results

@@ -35,6 +35,8 @@ class Prepared:
             ``--diagnose`` or ``--accuracy-target``, else None.
         unaccounted: ``graph.unaccounted_calls``: the model's Conv2d/Linear calls that no
             layer of the graph stands for (they run in FP32; the layer table counts them).
+        device: the ``remote.Device`` that runs the TVM builds (``--rpc``,
+            ``--rpc-tracker``), or None: this machine.
     """
 
     opts: object
@@ -54,3 +56,4 @@ class Prepared:
     int8_kernels: dict = None  # idem
     diagnosis: dict = None
     unaccounted: list = ()  # graph.unaccounted_calls: Conv2d/Linear calls with no layer
+    device: object = None  # remote.Device, or None: the builds run here

@@ -52,6 +52,8 @@ def environment_line(env):
     target = env["target"]
     mcpu = f", LLVM mcpu {target['mcpu']}" if target.get("mcpu") else ""
     timed = f". Timing: {describe(env['timing'])}" if env.get("timing") else ""
+    if env.get("remote"):
+        timed = f". TVM builds run on {env['remote']['device']}, timed there{timed}"
     return (
         f"Environment: CPU {env['cpu']} ({env['machine']}{mcpu}), {env['threads']} threads; "
         f"qbench {env['qbench']}, TVM {env['tvm']}, PyTorch {env['torch']}, Python "
@@ -78,7 +80,11 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
     config["quant"] = opts.quant.to_dict()
     return RunResult(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        environment={**environment(prepared.target, opts.threads), "timing": timing},
+        environment={
+            **environment(prepared.target, opts.threads),
+            "timing": timing,
+            "remote": _remote(prepared.device, opts),
+        },
         definition=definition(prepared),
         model=ModelInfo(
             name=model.name,
@@ -109,6 +115,18 @@ def build_report(prepared, results, wall_s, speed, verdict, timing):
         speed=speed,
         signoff=verdict,
     )
+
+
+def _remote(device, opts):
+    """The report's record of the remote device that ran the TVM builds, or None."""
+    if device is None:
+        return None
+    return {
+        "rpc": opts.rpc,
+        "tracker": opts.rpc_tracker,
+        "key": opts.rpc_key,
+        "device": device.name,
+    }
 
 
 def _precision(quant):
@@ -223,10 +241,11 @@ def _graph(fp32_mod, int8_mod):
 
 
 def latency_table(results, fmt, simulated=False):
-    """Latency per runner ({name: ``results.RunnerResult``}), ms, and how many times slower
+    """Latency per runner ({name: ``results.RunnerResult``}), ms; how many times slower
     or faster than TVM FP32 it is: the median per-round ratio of the interleaved samples
     (``speed.median_ratio``, the statistic the sign-off and compare judge), not the ratio of
-    the medians shown; ``simulated``: TVM INT8 is fake-quantized FP32."""
+    the medians shown; and, when a runner ran on a remote device, each runner's device.
+    ``simulated``: TVM INT8 is fake-quantized FP32."""
     fp32 = results["tvm_fp32"].samples_ms
     rows = []
     for name, entry in results.items():
@@ -241,9 +260,13 @@ def latency_table(results, fmt, simulated=False):
                 f"{lat.p90_ms:.2f}",
                 f"{lat.std_ms:.2f}",
                 _versus(_per_round(entry.samples_ms, fp32), name),
+                entry.device,
             ]
         )
     heads = ["runner", "median (ms)", "p90 (ms)", "std (ms)", "vs TVM FP32 (per round)"]
+    heads.append("device")
+    if all(entry.device == "host" for entry in results.values()):  # the usual run: no column
+        rows, heads = [row[:-1] for row in rows], heads[:-1]
     return tabulate(rows, heads, tablefmt=fmt)
 
 

@@ -67,6 +67,8 @@ class RunnerResult:
             ``sqnr_db`` in dB, ``nonfinite_logits``); keys a run could not compute are absent.
         per_image: {``top1_match`` | ``top1_correct``: list of N 0/1 ints}
             (``compare.per_image``).
+        device: the device that ran it: ``host`` (this machine), or a remote device in
+            words (``remote.Device.name``: key, server, triple and CPU).
     """
 
     name: str
@@ -74,9 +76,11 @@ class RunnerResult:
     samples_ms: tuple
     metrics: dict
     per_image: dict
+    device: str = "host"
 
     def to_json(self):
         return {
+            "device": self.device,
             "latency": self.latency.to_json(),
             "latency_samples_ms": list(self.samples_ms),
             "metrics": self.metrics,
@@ -91,6 +95,7 @@ class RunnerResult:
             samples_ms=tuple(_need(d, "latency_samples_ms", where)),
             metrics=_need(d, "metrics", where),
             per_image=_need(d, "per_image", where),
+            device=d.get("device", "host"),  # reports before remote runs ran on the host
         )
 
 

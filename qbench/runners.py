@@ -27,6 +27,7 @@ class Runner:
 
     name = "runner"
     runtime = "none"
+    device_name = "host"  # the device that runs it, as reports name it
 
     def __init__(self, batch_size, input_shape):
         self.batch_size = batch_size
@@ -58,8 +59,13 @@ class Runner:
         raise NotImplementedError
 
     def timed_call(self, x):
-        """A zero-argument callable running one full batch ``x`` to completion."""
-        return lambda: self.infer_impl(x)
+        """A zero-argument callable running one full batch ``x`` to completion. It returns
+        None, or the call's latency in ms when the device timed it itself (``timing``)."""
+
+        def run():
+            self.infer_impl(x)
+
+        return run
 
 
 def time_samples(run, warmup, repeat):
@@ -148,5 +154,42 @@ class TVMRunner(Runner):
         def run():
             main(data)
             self.device.sync()
+
+        return run
+
+
+class RemoteTVMRunner(TVMRunner):
+    """A ``TVMRunner`` on a device over TVM RPC (``remote.Device``): each batch goes over the
+    connection and its logits come back; timed by the device's own timer
+    (``time_evaluator``), so the connection's round trip is not in the figures. A dropped
+    connection raises ``remote.RemoteLost`` (exit code 2) naming the device."""
+
+    runtime = "rpc"
+
+    def __init__(self, vm, remote, batch_size, input_shape, name):
+        super().__init__(vm, remote.tvm_device(), batch_size, input_shape, name)
+        self.remote, self.device_name = remote, remote.name
+
+    def infer_all(self, x):
+        try:
+            return super().infer_all(x)
+        except (OSError, RuntimeError) as e:
+            raise self.remote.lost(e) from e
+
+    def timed_call(self, x):
+        """One call of ``main`` on ``x`` (uploaded once), timed on the device, ms."""
+        import tvm
+
+        try:
+            self.vm.set_input("main", tvm.runtime.tensor(x, self.device))
+            timer = self.vm.time_evaluator("invoke_stateful", self.device, number=1, repeat=1)
+        except (OSError, RuntimeError) as e:
+            raise self.remote.lost(e) from e
+
+        def run():
+            try:
+                return timer("main").mean * 1e3
+            except (OSError, RuntimeError) as e:
+                raise self.remote.lost(e) from e
 
         return run

@@ -53,6 +53,10 @@ class Cell:
         int8_speedup: 1 / the median per-round TVM INT8 / TVM FP32 latency ratio (the
             sign-off's speed-up; > 1: INT8 is faster).
         calibration_cache_hit: the calibration came from the shared cache.
+        device: the device that ran the cell's TVM builds (``host``, or the remote device
+            in words: key, server, triple, CPU).
+        started: when the cell started (UTC, ISO 8601) and ``wall_s`` its wall time, s
+            (cells on a tracker's devices run at once).
     """
 
     model: str
@@ -68,6 +72,9 @@ class Cell:
     fp32_median_ms: float = None
     int8_speedup: float = None
     calibration_cache_hit: bool = None
+    device: str = None
+    started: str = None
+    wall_s: float = None
 
 
 def split_items(text, flag):
@@ -123,8 +130,9 @@ def check_models(models):
         seen[key] = spec
 
 
-def check_targets(texts, threads):
-    """Parse every ``--targets`` entry as ``qbench run --target`` would.
+def check_targets(texts, threads, runs_here=True):
+    """Parse every ``--targets`` entry as ``qbench run --target`` would (``runs_here``
+    False: the cells run on remote devices, whose CPUs this machine's need not match).
 
     Raises:
         UserError: an entry that does not parse or this machine cannot run (the message
@@ -132,14 +140,35 @@ def check_targets(texts, threads):
     """
     seen = {}
     for text in texts:
-        key = json.dumps(targets.parse_target(text, threads), sort_keys=True)
+        key = json.dumps(targets.parse_target(text, threads, runs_here=runs_here), sort_keys=True)
         if key in seen:
             raise UserError(f"--targets: {seen[key]} and {text} are the same target {key}")
         seen[key] = text
 
 
-def run_grid(cell_options, models, target_texts, root, interrupted):
-    """Run the cells in order, then write the summary (also when Ctrl-C stops the sweep).
+def parallel_cells(remote, cells):
+    """How many cells run at once: 1 on this machine or one RPC server; on a tracker, as many
+    as its key has free devices (at least 1: the cells then queue at the tracker).
+
+    Raises:
+        UserError: no tracker answers, or it has no server under the key.
+    """
+    from .remote import tracker_keys
+
+    if remote is None or remote.tracker is None:
+        return 1
+    keys = tracker_keys(remote.tracker)
+    if remote.key not in keys:
+        raise UserError(
+            f"--rpc-key {remote.key}: the tracker at {remote.words()} has no server under "
+            f"that key; keys with servers: {', '.join(sorted(keys)) or 'none'}"
+        )
+    return max(1, min(cells, keys[remote.key]["free"]))
+
+
+def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1):
+    """Run the cells, ``parallel`` at a time (in child processes when > 1: each holds its
+    own remote device), then write the summary (also when Ctrl-C stops the sweep).
 
     Args:
         cell_options: one ``pipeline.RunOptions`` per cell, models outer, targets inner.
@@ -152,18 +181,48 @@ def run_grid(cell_options, models, target_texts, root, interrupted):
     Raises:
         KeyboardInterrupt: Ctrl-C, however it surfaced, after the summary is written.
     """
-    cells = []
+    import time
+
+    cells, started = [], time.time()
     try:
-        for i, opts in enumerate(cell_options, 1):
+        if parallel > 1:
+            cells = _run_parallel(cell_options, parallel)
+        for i, opts in enumerate(cell_options if parallel == 1 else (), 1):
             say(f"sweep cell {i}/{len(cell_options)}: {opts.model} on {opts.target}")
             cells.append(run_cell(opts, interrupted))
-            where = cells[-1].error or f"reports: {cells[-1].report_dir}"
-            say(f"sweep cell {i}/{len(cell_options)}: {cells[-1].verdict} ({where})")
+            _said(cells[-1], i, len(cell_options))
     finally:
         complete = len(cells) == len(cell_options)
-        folder = write_summary(cells, models, target_texts, root, complete)
+        timing = {"parallel": parallel, "wall_time_s": round(time.time() - started, 1)}
+        folder = write_summary(cells, models, target_texts, root, complete, timing)
         say(f"sweep summary: {folder / 'summary.md'}")
     return cells, folder
+
+
+def _said(cell, i, n):
+    where = cell.error or f"reports: {cell.report_dir}"
+    say(f"sweep cell {i}/{n}: {cell.verdict} on {cell.device} ({where})")
+
+
+def _run_parallel(cell_options, parallel):
+    """Every cell in a child process, ``parallel`` at once; the ``Cell``s in grid order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    say(f"sweep: {len(cell_options)} cells, {parallel} at once on the tracker's devices")
+    spawn = multiprocessing.get_context("spawn")  # no forked TVM or PyTorch thread pools
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
+        futures = [pool.submit(_run_cell_alone, opts) for opts in cell_options]
+        cells = []
+        for i, future in enumerate(futures, 1):
+            cells.append(future.result())
+            _said(cells[-1], i, len(futures))
+    return cells
+
+
+def _run_cell_alone(opts):
+    """``run_cell`` in a child process of ``_run_parallel`` (Ctrl-C reaches the parent)."""
+    return run_cell(opts, lambda: False)
 
 
 def run_cell(opts, interrupted):
@@ -173,9 +232,12 @@ def run_cell(opts, interrupted):
     Raises:
         KeyboardInterrupt: Ctrl-C, however it surfaced.
     """
+    import time
+
     from .pipeline import run
     from .report import write_reports
 
+    started = time.time()
     try:
         report = run(opts)
         folder = write_reports(report, opts.reports_dir)
@@ -189,6 +251,8 @@ def run_cell(opts, interrupted):
     verdict = report.signoff.verdict
     cell = Cell(opts.model, opts.target, verdict, EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
     cell.report_dir = str(folder)
+    cell.wall_s = round(time.time() - started, 1)
+    cell.started = dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat()
     return _with_metrics(cell, report)
 
 
@@ -209,6 +273,7 @@ def _with_metrics(cell, report):
     cell.fp32_median_ms = res["tvm_fp32"].latency.median_ms
     cell.int8_speedup = report.int8_speedup
     cell.calibration_cache_hit = report.calibration["cache_hit"]
+    cell.device = res["tvm_int8"].device
     return cell
 
 
@@ -230,6 +295,8 @@ def summary_table(cells, fmt):
         "INT8 median (ms)",
         "FP32 median (ms)",
         "INT8 speed-up",
+        "device",
+        "wall (s)",
         "report folder or error",
     ]
     rows = [
@@ -243,6 +310,8 @@ def summary_table(cells, fmt):
             _num(c.int8_median_ms, ".3f"),
             _num(c.fp32_median_ms, ".3f"),
             _num(c.int8_speedup, ".2f", "x"),
+            c.device or "-",
+            _num(c.wall_s, ".1f"),
             c.report_dir or c.error,
         ]
         for c in cells
@@ -254,14 +323,16 @@ def _num(value, spec, suffix=""):
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
-def write_summary(cells, models, target_texts, root, complete=True):
+def write_summary(cells, models, target_texts, root, complete=True, timing=None):
     """Write ``summary.md`` and ``summary.json`` into a new ``<root>/<timestamp>-sweep/``
     folder at once; return the folder (a ``Path``).
 
     ``summary.json``: ``schema_version``, ``created`` (UTC, ISO 8601), ``qbench``,
     ``models`` and ``targets`` (the grid), ``complete`` (False: stopped by Ctrl-C),
-    ``exit_code``, and ``cells`` (the ``Cell`` fields, one dict per finished cell).
+    ``exit_code``, ``parallel`` (cells run at once) and ``wall_time_s`` (the sweep's, s),
+    and ``cells`` (the ``Cell`` fields, one dict per finished cell).
     """
+    timing = timing or {"parallel": 1, "wall_time_s": None}
     created = dt.datetime.now(dt.timezone.utc)
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -271,13 +342,15 @@ def write_summary(cells, models, target_texts, root, complete=True):
         "targets": list(target_texts),
         "complete": complete,
         "exit_code": exit_code(cells),
+        **timing,
         "cells": [asdict(c) for c in cells],
     }
     done = "" if complete else " (INCOMPLETE: stopped by Ctrl-C)"
     markdown = (
         f"# qbench sweep: {len(models)} models x {len(target_texts)} targets{done}\n\n"
         + summary_table(cells, "github")
-        + f"\n\nExit code {doc['exit_code']}. "
+        + f"\n\nExit code {doc['exit_code']}. {timing['parallel']} cell(s) at once; "
+        + f"sweep wall time {timing['wall_time_s']} s. "
         + "Top-1 agreement: INT8 with PyTorch FP32; accuracy drop: PyTorch FP32 top-1 "
         "accuracy minus INT8's; speed-up: TVM FP32 median latency over TVM INT8's.\n"
     )

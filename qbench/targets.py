@@ -58,10 +58,11 @@ class Llvm:
         }
 
     @staticmethod
-    def check(target, text):
-        """Refuse llvm targets this machine cannot build for and run (UserError): malformed
-        dicts, another architecture or OS, an unknown ``mcpu``, and any instruction set the
-        target's code may use that this CPU lacks (it would die of SIGILL)."""
+    def check(target, text, runs_here=True):
+        """Refuse llvm targets this machine cannot build for (UserError): malformed dicts and
+        an unknown ``mcpu``; and, when the build is to run here (``runs_here``), another
+        architecture or OS, and any instruction set the target's code may use that this CPU
+        lacks (it would die of SIGILL)."""
         import platform
 
         import tvm
@@ -75,16 +76,19 @@ class Llvm:
         except Exception as e:  # noqa: BLE001  (TVM raises ValueError, TypeError, ...)
             raise UserError(f"--target {text}: not a valid llvm target ({e})") from e
         triple = str(tvm_target.attrs.get("mtriple") or codegen.llvm_get_system_triple())
+        if "mcpu" in target and not codegen.llvm_is_valid_cpu(str(target["mcpu"]), triple):
+            raise UserError(
+                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for {triple}; this "
+                f"machine is {codegen.llvm_get_system_cpu()!r}"
+            )
+        if not runs_here:
+            return target
         machine, system = platform.machine(), platform.system().lower()
         if not triple.startswith(machine) or system not in triple:
             raise UserError(
                 f"--target {text}: mtriple {triple} cannot run on this {machine} {system} "
-                "machine (remote targets are not supported yet)"
-            )
-        if "mcpu" in target and not codegen.llvm_is_valid_cpu(str(target["mcpu"]), triple):
-            raise UserError(
-                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM; this machine "
-                f"is {codegen.llvm_get_system_cpu()!r}"
+                "machine; run it on such a device (--rpc HOST:PORT, or --rpc-tracker HOST:PORT "
+                "--rpc-key KEY), or build it only (qbench build)"
             )
         missing = Llvm._missing_features(tvm_target)
         if "64bit" in missing:
@@ -93,7 +97,8 @@ class Llvm:
             raise UserError(
                 f"--target {text}: this CPU ({codegen.llvm_get_system_cpu()}) lacks "
                 f"{', '.join(missing)}, which code for that target uses (it would die of an "
-                "illegal instruction); remote targets are not supported yet"
+                "illegal instruction); run it on such a device (--rpc, --rpc-tracker) or build "
+                "it only (qbench build)"
             )
         return target
 
@@ -142,13 +147,20 @@ class Cuda:
         if not dev.exist:
             raise UserError(
                 "--target cuda: no CUDA device visible on this machine; valid here: "
-                "--target llvm (this CPU), or a JSON llvm target dict for another CPU class"
+                "--target llvm (this CPU), a JSON llvm target dict for another CPU class, or "
+                "a build only for a named GPU arch: qbench build --target "
+                '\'{"kind": "cuda", "arch": "sm_90"}\''
             )
         return "sm_" + dev.compute_version.replace(".", "")
 
     @staticmethod
-    def check(target, _text):
-        target.setdefault("arch", Cuda.arch())
+    def check(target, _text, runs_here=True):
+        """A cuda dict with its ``arch`` (read from GPU 0 when not given; a build-only
+        target must give it)."""
+        if "arch" not in target:
+            target["arch"] = Cuda.arch()
+        if runs_here:
+            Cuda.arch()  # a GPU must be present to run the build
         return target
 
     @staticmethod
@@ -184,17 +196,24 @@ def kind_of(target):
     return KINDS[target["kind"]]
 
 
-def parse_target(text, threads):
+def parse_target(text, threads, device=None, runs_here=True):
     """``--target`` text -> TVM target dict.
 
     Args:
-        text: a kind name (``llvm``: the host CPU detected; ``cuda``), or a JSON target dict
-            such as ``{"kind": "llvm", "mcpu": "skylake-avx512"}``.
+        text: a kind name (``llvm``: the CPU that runs the build, detected; ``cuda``), or a
+            JSON target dict such as ``{"kind": "llvm", "mcpu": "skylake-avx512"}``.
         threads: CPU thread count, recorded as ``num-cores`` for llvm.
+        device: the ``remote.Device`` that runs the build, or None.
+        runs_here: False for a build that runs on ``device`` or nowhere (``qbench build``):
+            the target need not suit this machine's CPU.
 
     Raises:
-        UserError: unknown kind or invalid JSON; the message lists the valid forms.
+        UserError: unknown kind or invalid JSON (the message lists the valid forms); a
+            target this machine cannot run when ``runs_here``; a remote target whose
+            architecture is not ``device``'s.
     """
+    if device is not None:
+        return _remote_target(text, threads, device)
     if text in KINDS:
         return KINDS[text].host(threads)
     if text.lstrip().startswith("{"):
@@ -205,11 +224,27 @@ def parse_target(text, threads):
         kind = target.get("kind") if isinstance(target, dict) else None
         if kind not in KINDS:
             raise UserError(f"--target {text}: kind must be one of {tuple(KINDS)}")
-        return KINDS[kind].check(target, text)
+        return KINDS[kind].check(target, text, runs_here)
     raise UserError(
         f"--target {text!r}: unknown; valid: {', '.join(KINDS)}, or a JSON target dict "
         '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')'
     )
+
+
+def _remote_target(text, threads, device):
+    """The llvm target of a build that runs on the remote ``device`` (``remote.Device``)."""
+    from .remote import remote_target
+
+    if text == "llvm":
+        return remote_target(device, threads)
+    target = parse_target(text, threads, runs_here=False)
+    arch = str(target.get("mtriple", "")).split("-")[0]
+    if target["kind"] != "llvm" or arch != device.triple.split("-")[0]:
+        raise UserError(
+            f"--target {text}: {device.name} runs {device.triple}; give --target llvm (its "
+            f"own CPU) or an llvm dict with an mtriple of {device.triple.split('-')[0]}"
+        )
+    return target
 
 
 def device_for(target):

@@ -86,7 +86,9 @@ def interleaved(calls, runtimes, warmup, repeat, settle_fn=None):
     order.
 
     Args:
-        calls: {runner name: zero-argument callable running one batch to completion}.
+        calls: {runner name: zero-argument callable running one batch to completion}; one
+            that returns a number has timed itself (a remote device's timer, ms), and that
+            number is its sample.
         runtimes: {runner name: runtime name}; the first block, and each block whose
             runtime differs from the previous block's, settles first.
         warmup: untimed rounds, >= 0.
@@ -106,9 +108,9 @@ def interleaved(calls, runtimes, warmup, repeat, settle_fn=None):
             last = runtimes[name]
             calls[name]()  # lead-in
             start = time.perf_counter()
-            calls[name]()
+            own = calls[name]()  # a remote device's own timer, ms; else None
             if i >= warmup:
-                samples[name].append((time.perf_counter() - start) * 1e3)
+                samples[name].append((time.perf_counter() - start) * 1e3 if own is None else own)
     return samples, waits
 
 

@@ -36,6 +36,7 @@ def _definition(calib_mode="percentile"):
 def _runner(rng, median_ms, matches=None, correct=None):
     samples = (median_ms * rng.lognormal(0, 0.05, N_SAMPLES)).tolist()
     entry = {
+        "device": "host",
         "latency": latency_stats(samples),
         "latency_samples_ms": samples,
         "metrics": {},

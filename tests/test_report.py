@@ -173,18 +173,21 @@ def report_json():
         "layers": [layer],
         "results": {
             "pytorch_fp32": {
+                "device": "host",
                 "latency": {**lat, "median_ms": 12.0, "p90_ms": 13.0, "std_ms": 0.5},
                 "latency_samples_ms": [12.0],
                 "metrics": ref_metrics,
                 "per_image": {},
             },
             "tvm_fp32": {
+                "device": "host",
                 "latency": {**lat, "median_ms": 4.0, "p90_ms": 4.2, "std_ms": 0.1},
                 "latency_samples_ms": [4.0],
                 "metrics": fp32_metrics,
                 "per_image": {},
             },
             "tvm_int8": {
+                "device": "host",
                 "latency": {**lat, "median_ms": 2.5, "p90_ms": 2.6, "std_ms": 0.1},
                 "latency_samples_ms": [2.5],
                 "metrics": int8_metrics,

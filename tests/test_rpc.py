@@ -1,0 +1,151 @@
+"""Remote runs over TVM RPC on 127.0.0.1: a tracker with two servers, a run through it equal
+to a host run, a sweep whose two cells run at once, a server killed mid-run, bad addresses."""
+
+import datetime as dt
+import json
+import textwrap
+
+import pytest
+from rpcfarm import start_farm
+
+from qbench import timing
+from qbench.cli import main
+
+MODELS = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    def build():
+        torch.manual_seed(22)
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)).eval(), (1, 3, 32, 32)
+
+    def other():
+        torch.manual_seed(7)
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).eval(), (1, 3, 32, 32)
+""")
+TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "16", "--batch-size", "4"]
+KEY = "cpu"
+
+
+@pytest.fixture(scope="module")
+def farm():
+    farm = start_farm()
+    try:
+        farm.add_server(KEY)
+        farm.add_server(KEY)
+        yield farm
+    finally:
+        farm.stop()
+
+
+@pytest.fixture
+def models(tmp_path):
+    (tmp_path / "tiny.py").write_text(MODELS)
+    return tmp_path / "tiny.py"
+
+
+def _folders(tmp_path, reports="rep"):
+    return [
+        "--cache-dir",
+        str(tmp_path / "cal"),
+        "--reports-dir",
+        str(tmp_path / reports),
+        "--tuning-db",
+        str(tmp_path / "db"),
+    ]
+
+
+def _report(tmp_path, reports):
+    (folder,) = (tmp_path / reports).glob("*-llvm")
+    return json.loads((folder / "report.json").read_text()), (folder / "report.md").read_text()
+
+
+def test_a_run_through_the_tracker_equals_a_host_run_and_names_the_device(tmp_path, farm, models):
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+    assert main(["run", *model, *_folders(tmp_path, "here")]) == 0
+    remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", KEY]
+    assert main(["run", *model, *_folders(tmp_path, "there"), *remote]) == 0
+    here, _ = _report(tmp_path, "here")
+    there, markdown = _report(tmp_path, "there")
+    for name in ("tvm_fp32", "tvm_int8"):  # same code, same CPU: the same logits
+        for key in ("top1_agreement", "sqnr_db", "cosine", "max_abs_diff"):
+            assert there["results"][name]["metrics"][key] == here["results"][name]["metrics"][key]
+    ports = {f"127.0.0.1:{port}" for port, _ in farm.servers}
+    device = there["results"]["tvm_int8"]["device"]
+    assert device.startswith(f"rpc key {KEY}, server ") and device.split(", ")[1][7:] in ports
+    assert there["results"]["tvm_fp32"]["device"] == device
+    assert there["results"]["pytorch_fp32"]["device"] == "host"
+    assert here["results"]["tvm_int8"]["device"] == "host"
+    assert there["environment"]["remote"]["device"] == device
+    assert there["environment"]["remote"]["tracker"] == farm.tracker_addr
+    assert device in markdown and f"TVM builds run on {device}, timed there" in markdown
+
+
+def test_a_sweep_runs_its_two_cells_at_once_on_the_two_servers(tmp_path, farm, models):
+    grid = ["--models", f"{models}:build,{models}:other", "--targets", "llvm", *TINY]
+    remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", KEY]
+    assert main(["sweep", *grid, *_folders(tmp_path), *remote]) == 0
+    (folder,) = (tmp_path / "rep").glob("*-sweep")
+    summary = json.loads((folder / "summary.json").read_text())
+    first, second = summary["cells"]
+    assert summary["parallel"] == 2
+    assert first["device"] != second["device"]  # one cell per server
+    start = [dt.datetime.fromisoformat(c["started"]) for c in (first, second)]
+    end = [
+        s + dt.timedelta(seconds=c["wall_s"]) for s, c in zip(start, (first, second), strict=True)
+    ]
+    assert start[0] < end[1] and start[1] < end[0]  # their runs overlap in time
+    assert first["device"] in (folder / "summary.md").read_text()
+
+
+def test_a_server_killed_mid_run_exits_2_naming_it_and_writes_no_report(
+    tmp_path, models, monkeypatch, capsys
+):
+    farm = start_farm()
+    try:
+        port = farm.add_server("doomed")
+        real = timing.time_runners
+
+        def kill_then_time(*args, **kwargs):
+            farm.kill_servers()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(timing, "time_runners", kill_then_time)
+        remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", "doomed"]
+        model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+        assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
+    finally:
+        farm.stop()
+    err = capsys.readouterr().err
+    assert f"remote device lost (rpc key doomed, server 127.0.0.1:{port}" in err
+    reports = tmp_path / "rep"
+    assert not reports.exists() or not any(reports.iterdir())
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--rpc-tracker", "127.0.0.1:9"], "--rpc-tracker needs --rpc-key"),
+        (["--rpc-key", "cpu"], "--rpc-key needs --rpc-tracker"),
+        (["--rpc", "nowhere"], "expected HOST:PORT"),
+        (["--rpc", "127.0.0.1:1", "--rpc-tracker", "127.0.0.1:2"], "give one"),
+        (["--rpc", "127.0.0.1:1"], "cannot open an RPC session"),
+    ],
+)
+def test_bad_remote_options_exit_2_naming_the_option(tmp_path, models, flags, words, capsys):
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+    assert main(["run", *model, *_folders(tmp_path), *flags]) == 2
+    assert words in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists() or not list((tmp_path / "rep").iterdir())
+
+
+def test_an_unknown_key_lists_the_trackers_keys(tmp_path, farm, models, capsys):
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+    remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", "gpu"]
+    assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
+    assert f"keys with servers: {KEY} (2)" in capsys.readouterr().err
