@@ -147,6 +147,12 @@ def _parser():
         "which every run applies",
     )
     _add_run_options(t)
+    b = command(
+        "build",
+        "calibrate here, then compile the FP32 and INT8 graphs for a target without running "
+        "them (another CPU, a GPU not at hand): deployable libraries and a record of the build",
+    )
+    _add_run_options(b)
     d = command(
         "diagnose",
         "per-layer INT8 error (SQNR, cosine, clipping; accumulated and alone; weights-only and "
@@ -615,6 +621,25 @@ def _diagnose(args):
     return EXIT_PASS if report["fallback"]["reached"] else EXIT_FAIL
 
 
+def _build(args):
+    """``qbench build``: the libraries and ``build.md``/``build.json`` in a new folder."""
+    from .artefacts import build_artefacts, render_build, write_build
+    from .pipeline import prepare
+    from .progress import stage
+
+    opts = replace(_options(args), build_only=True)
+    if opts.rpc or opts.rpc_tracker:
+        raise UserError(
+            "--rpc/--rpc-tracker: qbench build runs nothing; run on a device with qbench run"
+        )
+    files, record = build_artefacts(prepare(opts))
+    with stage("write"):
+        out = write_build(record, files, opts.reports_dir)
+    print(render_build(record))
+    print(f"built: {out}")
+    return EXIT_PASS
+
+
 def _tune(args):
     from .pipeline import prepare, tune_graphs
 
@@ -826,6 +851,7 @@ def _dispatch(args):
             "diagnose": lambda: _diagnose(args),
             "sweep": lambda: _sweep(args),
             "tune": lambda: _tune(args),
+            "build": lambda: _build(args),
             **_baseline_commands(args),
         }
         return commands[args.command]()

@@ -76,6 +76,7 @@ class RunOptions:
     rpc: str = None  # HOST:PORT of the RPC server that runs the TVM builds, or None
     rpc_tracker: str = None  # HOST:PORT of an RPC tracker whose ``rpc_key`` servers run them
     rpc_key: str = None
+    build_only: bool = False  # qbench build: the target need not run here, nothing runs
 
 
 def prepare(opts):
@@ -93,7 +94,7 @@ def prepare(opts):
     check_writable(opts.tuning_db, "--tuning-db")
     build.set_threads(opts.threads)
     device = _connect(opts)
-    target = targets.parse_target(opts.target, opts.threads, device)
+    target = targets.parse_target(opts.target, opts.threads, device, not opts.build_only)
     needed = (opts.calib_size or 32) + (opts.eval_size or 100) + opts.holdout_size
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
@@ -386,9 +387,10 @@ def _calibrate(p):
     from the cache, else measured and cached."""
     opts, model, images, split = p.opts, p.model, p.images, p.split
     mod, layers, q = p.imported.mod, p.layers, opts.quant
-    # the observer graph runs here: on this CPU when the builds run on a remote device
-    target = p.target if p.device is None else targets.Llvm.host(opts.threads)
-    databases = p.databases if p.device is None else ()
+    # the observer graph runs here: on this CPU when the builds run elsewhere or nowhere
+    here = p.device is None and not opts.build_only
+    target = p.target if here else targets.Llvm.host(opts.threads)
+    databases = p.databases if here else ()
     key = cache_key(
         model=model.name,
         graph=frontend.graph_digest(mod),

@@ -201,9 +201,8 @@ def _llvm_host(session):
     """(triple, cpu) the remote TVM's LLVM reports for its own machine."""
     triple = session.get_function("target.llvm_get_system_triple")()
     cpu = session.get_function("target.llvm_get_system_cpu")()
-    if triple.startswith("x86_64"):  # the wheel reports its build triple (x86_64-conda-...)
-        triple = "x86_64-linux-gnu"
-    return str(triple), str(cpu)
+    # the wheels report their build triple (x86_64-conda-linux-gnu): name the machine plainly
+    return str(triple).replace("-conda-", "-"), str(cpu)
 
 
 def remote_target(device, threads):

@@ -171,19 +171,23 @@ class Cuda:
 
     @staticmethod
     def pipeline(target, database, _fallback, _hand_kernels):
-        """TVM's default GPU pipeline (dlight's default schedules) after the database."""
+        """TVM's zero pipeline (legalize, fuse), the database's schedules, then dlight's
+        default GPU schedules for the rest (``kernels.gpu``)."""
         import tvm
         from tvm import relax
 
-        zero = relax.get_pipeline("zero")
-        if database is None:
-            return zero
+        from .kernels.gpu import default_schedule
 
         @tvm.transform.module_pass(opt_level=0)
         def _gpu(mod, _ctx):
-            with tvm.target.Target(target), database:
-                apply = relax.transform.MetaScheduleApplyDatabase()
-                return tvm.transform.Sequential([zero, apply])(mod)
+            passes = [relax.get_pipeline("zero")]
+            if database is not None:
+                passes.append(relax.transform.MetaScheduleApplyDatabase())
+            with tvm.target.Target(target):
+                if database is None:
+                    return tvm.transform.Sequential([*passes, default_schedule()])(mod)
+                with database:
+                    return tvm.transform.Sequential([*passes, default_schedule()])(mod)
 
         return _gpu
 

@@ -301,7 +301,7 @@ def test_help_lists_every_command_and_the_exit_codes(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "``" not in out  # plain text, no RST markup
-    commands = {"run", "tune", "layers", "models", "diagnose", "sweep"}
+    commands = {"run", "tune", "layers", "models", "diagnose", "sweep", "build"}
     commands |= {"baseline", "compare", "history"}
     assert set(_commands()) == commands
     for name in _commands():
