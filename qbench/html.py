@@ -33,6 +33,7 @@ h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ccc; }
 .verdict .word { font-size: 3em; font-weight: 700; letter-spacing: 0.05em; }
 .PASS { border-color: #1a7f37; background: #e9f7ec; color: #0f5323; }
 .FAIL { border-color: #c62828; background: #fdecea; color: #8e1b1b; }
+.NOTSHOWN { border-color: #b26a00; background: #fff4e0; color: #6d4100; }
 .verdict ul { margin: 0.3em 0 0; color: #1b1b1b; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
@@ -94,7 +95,8 @@ def render_html(report, attachments=None):
 
 
 def verdict_block(signoff):
-    """The verdict (a ``results.Verdict``), large, in green (PASS) or red (FAIL), with each
+    """The verdict (a ``results.Verdict``), large, in green (PASS), amber (PASS, NOT SHOWN:
+    a check whose interval does not show its limit) or red (FAIL), with each
     failed check's value and limit (``report.check_value_and_limit``)."""
     verdict, failed = signoff.verdict, signoff.failed
     items = []
@@ -107,8 +109,11 @@ def verdict_block(signoff):
         words = "every sign-off check passed"
         if signoff.unshown:
             words += f", but NOT SHOWN: {unshown_words(signoff)}"
+    style, word = verdict, verdict
+    if verdict == "PASS" and signoff.unshown:  # never the plain green PASS of a shown one
+        style, word = "NOTSHOWN", "PASS, NOT SHOWN"
     return (
-        f'<div class="verdict {escape(verdict)}"><span class="word">{escape(verdict)}</span>'
+        f'<div class="verdict {style}"><span class="word">{escape(word)}</span>'
         f"<div>{escape(words)}</div>{detail}</div>"
     )
 

@@ -497,12 +497,18 @@ def summary_lines(report):
 def unshown_words(signoff):
     """What the images of a run cannot show, e.g. ``14 images cannot show INT8 top-1
     agreement >= 97.0 % (at least 122 needed, 95 % Clopper-Pearson)``."""
-    parts = []
-    for c in signoff.unshown:
-        need = f"at least {c.needed} needed" if c.needed else "no number can"
-        parts.append(f"{c.name} {c.op} {100 * c.limit:.1f} % ({need})")
+    parts = [f"{c.name} {c.op} {100 * c.limit:.1f} % ({_unshown_why(c)})" for c in signoff.unshown]
     sample = signoff.unshown[0].sample
     return f"{sample} images cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
+
+
+def _unshown_why(check):
+    """Why a passed agreement check is not shown: too few images, or too many misses."""
+    if check.needed is None:
+        return "no number can"
+    if check.sample < check.needed:
+        return f"at least {check.needed} needed"
+    return f"95 % CI {100 * check.ci_low:.1f}-{100 * check.ci_high:.1f} % reaches below"
 
 
 def policy_line(policy):
@@ -637,7 +643,7 @@ def signoff_table(verdict, fmt):
         value, limit = check_value_and_limit(c)
         result = {True: "ok", False: "FAIL", None: "n/a"}[c.passed]
         if c.unshown:
-            result = f"ok, not shown ({c.sample} images; {c.needed or 'no number'} needed)"
+            result = f"ok, not shown ({c.sample} images; {_unshown_why(c)})"
         rows.append([c.name, value, limit, result])
     heads = ["sign-off check", "value", "limit", "result"]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)

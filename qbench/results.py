@@ -180,11 +180,12 @@ class Check:
 
     @property
     def unshown(self):
-        """Whether the check passed on its value although its images are too few for its
-        interval to show the limit (``needed`` more than ``sample``)."""
+        """Whether the check passed on its value although its interval does not show the
+        limit: the lower end of its 95 % interval lies below it (images too few, ``needed``
+        more than ``sample``, or misses too many for the images given)."""
         if not self.passed or self.sample is None:
             return False
-        return self.needed is None or self.sample < self.needed
+        return self.ci_low is None or self.ci_low < self.limit
 
     def to_json(self):
         """The check's dict; the optional fields only when set."""

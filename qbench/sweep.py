@@ -53,6 +53,8 @@ class Cell:
         int8_speedup: 1 / the median per-round TVM INT8 / TVM FP32 latency ratio (the
             sign-off's speed-up; > 1: INT8 is faster).
         calibration_cache_hit: the calibration came from the shared cache.
+        shown: False when a PASS is not shown (a check's 95 % interval reaches below its
+            limit: ``results.Verdict.unshown``); None for an ERROR.
         device: the device that ran the cell's TVM builds (``host``, or the remote device
             in words: key, server, triple, CPU).
         started: when the cell started (UTC, ISO 8601) and ``wall_s`` its wall time, s
@@ -72,6 +74,7 @@ class Cell:
     fp32_median_ms: float = None
     int8_speedup: float = None
     calibration_cache_hit: bool = None
+    shown: bool = None
     device: str = None
     started: str = None
     wall_s: float = None
@@ -201,7 +204,7 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1):
 
 def _said(cell, i, n):
     where = cell.error or f"reports: {cell.report_dir}"
-    say(f"sweep cell {i}/{n}: {cell.verdict} on {cell.device} ({where})")
+    say(f"sweep cell {i}/{n}: {_verdict_words(cell)} on {cell.device} ({where})")
 
 
 def _run_parallel(cell_options, parallel):
@@ -274,6 +277,7 @@ def _with_metrics(cell, report):
     cell.int8_speedup = report.int8_speedup
     cell.calibration_cache_hit = report.calibration["cache_hit"]
     cell.device = res["tvm_int8"].device
+    cell.shown = not report.signoff.unshown
     return cell
 
 
@@ -303,7 +307,7 @@ def summary_table(cells, fmt):
         [
             c.model,
             c.target,
-            c.verdict,
+            _verdict_words(c),
             _num(None if c.top1_agreement is None else 100 * c.top1_agreement, ".1f", " %"),
             _num(c.accuracy_drop_points, ".2f"),
             _num(c.sqnr_db, ".1f"),
@@ -317,6 +321,11 @@ def summary_table(cells, fmt):
         for c in cells
     ]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
+
+
+def _verdict_words(cell):
+    """``PASS``, ``FAIL``, ``ERROR``, or ``PASS, NOT SHOWN`` (never a plain PASS then)."""
+    return "PASS, NOT SHOWN" if cell.verdict == "PASS" and cell.shown is False else cell.verdict
 
 
 def _num(value, spec, suffix=""):

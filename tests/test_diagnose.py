@@ -455,3 +455,18 @@ def test_a_stopped_search_is_reached_only_when_the_held_out_images_cannot_refute
     assert kept.reached and kept.stop.endswith("63/64, 95 % CI 91.6-100.0 %: target not refuted")
     missed = _unreached([], [Step(None, 60, 64, 20.0)], 0.99, "every layer tried")
     assert not missed.reached and missed.stop.endswith("below the target")
+
+
+def test_a_target_of_100_percent_says_no_number_of_held_out_images_can_show_it():
+    """images_needed(1.0) is None (no count's interval reaches 100 %): the summary says so
+    rather than dropping the warning."""
+    from qbench.diagnose.report import summary
+
+    step = {"layer": None, "accepted": True, "top1_agreement": 1.0, "logits_sqnr_db": 30.0}
+    fb = {"target": 1.0, "held_out_images": 16, "needed_images": None, "min_gain_db": 0.5}
+    fb |= {"reached": True, "stop": "target reached", "kept_fp32": [], "steps": [step]}
+    fb["latency_ms"] = None
+    report = {"model": "m", "int8_layers": 3, "images": 8, "calibration": {"mode": "max"}}
+    report |= {"top1_agreement": None, "logits_sqnr_db": 30.0, "wall_s": 1.0, "fallback": fb}
+    lines = summary(report)
+    assert "16 held-out images cannot show 1.0: no number of images can" in "\n".join(lines)

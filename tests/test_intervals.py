@@ -25,10 +25,12 @@ def test_images_needed_is_the_smallest_count_whose_perfect_score_shows_the_limit
     assert images_needed(0.9) == 36 and images_needed(0.0) == 1 and images_needed(1.0) is None
 
 
-def _verdict(n_images):
+def _verdict(n_images, misses=0):
     rng = np.random.default_rng(0)
     ref = rng.standard_normal((n_images, 10))
-    return signoff(_compared(ref, ref + 1e-3), Limits(), classes=10)
+    out = ref + 1e-3
+    out[:misses] = -out[:misses]  # these images flip their top-1 class
+    return signoff(_compared(ref, out), Limits(), classes=10)
 
 
 def test_a_pass_on_too_few_images_says_what_it_cannot_show():
@@ -49,16 +51,34 @@ def test_enough_agreeing_images_show_every_limit():
     assert verdict.verdict == "PASS" and verdict.to_json()["shown"] and not verdict.unshown
 
 
+def test_enough_images_with_misses_are_not_shown_when_the_interval_reaches_below():
+    """128 of 130 is 98.5 %, above 97 %, but its interval (94.6-99.8 %, Beta quantiles)
+    reaches below the limit: 130 >= 122 images, yet the limit is not shown."""
+    from scipy.stats import beta
+
+    from qbench.report import unshown_words
+
+    verdict = _verdict(130, misses=2)
+    check = next(c for c in verdict.checks if c.name == "INT8 top-1 agreement")
+    assert check.passed and check.value == pytest.approx(128 / 130)
+    assert check.ci_low == pytest.approx(beta.ppf(0.025, 128, 3), abs=1e-6)
+    assert check.ci_low < 0.97 and check.unshown and not verdict.to_json()["shown"]
+    assert "INT8 top-1 agreement >= 97.0 % (95 % CI 94.6-99.8 % reaches below)" in unshown_words(
+        verdict
+    )
+
+
 def test_html_verdict_box_and_signoff_table_say_not_shown():
     from qbench.html import verdict_block
     from qbench.report import signoff_table
 
     verdict = _verdict(14)
-    assert "PASS" in verdict_block(verdict) and "NOT SHOWN: 14 images cannot show" in verdict_block(
-        verdict
-    )
+    box = verdict_block(verdict)
+    assert 'class="verdict NOTSHOWN"><span class="word">PASS, NOT SHOWN</span>' in box
+    assert "NOT SHOWN: 14 images cannot show" in box
+    assert 'class="verdict PASS"><span class="word">PASS</span>' in verdict_block(_verdict(130))
     table = signoff_table(verdict, "simple")
-    assert "ok, not shown (14 images; 122 needed)" in table
+    assert "ok, not shown (14 images; at least 122 needed)" in table
     assert "100.0 % (95 % CI 76.8-100.0 %)" in table
     assert "not shown" not in signoff_table(_verdict(130), "simple")
 

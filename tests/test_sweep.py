@@ -38,6 +38,7 @@ def test_a_failing_cell_is_recorded_and_the_other_runs(tmp_path, capsys, models)
     summary, markdown = _summary(tmp_path)
     ok, failed = summary["cells"]
     assert (ok["model"], ok["verdict"], ok["exit_code"]) == (good, "PASS", 0)
+    assert ok["shown"] is True  # a single logit: no agreement check to show
     assert (failed["model"], failed["verdict"], failed["exit_code"]) == (bad, "ERROR", 2)
     assert "RuntimeError: weights server down" in failed["error"]
     assert failed["report_dir"] is None and summary["complete"] and summary["exit_code"] == 2
@@ -171,3 +172,13 @@ def test_policy_gives_each_cell_its_own_models_limits(tmp_path, monkeypatch, mod
     names = f"{models}:build,{models}:four_channels"
     assert _sweep(tmp_path, "--models", names, "--policy", str(policy), *TINY) == 3
     assert seen == {f"{models}:build": 3.0, f"{models}:four_channels": 20.0}
+
+
+def test_a_pass_not_shown_never_reads_as_a_plain_pass_in_the_summary():
+    cells = [
+        sweep.Cell("a", "llvm", "PASS", 0, shown=False),
+        sweep.Cell("b", "llvm", "PASS", 0, shown=True),
+        sweep.Cell("c", "llvm", "ERROR", 2, error="UserError: x"),
+    ]
+    rows = sweep.summary_table(cells, "tsv").splitlines()[1:]
+    assert [row.split("\t")[2].strip() for row in rows] == ["PASS, NOT SHOWN", "PASS", "ERROR"]

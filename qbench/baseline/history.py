@@ -77,11 +77,12 @@ def history(store, model, target):
 
 def point(report, machine, accept_fail=False):
     """One run's figures: created (ISO time), machine (the store's machine key), digest
-    (the definition digest's first 12 hex digits), commit, verdict (PASS or FAIL),
-    accept_fail (stored with ``--accept-fail``), noisy (the report's NOISY flag, None
-    without ``speed``), top-1 agreement (fraction), accuracy drop (percentage points; None
-    without labels), SQNR (dB), INT8 and FP32 medians (ms), speed-up (``RunResult.int8_speedup``,
-    a factor, or None); ``report`` is a ``results.RunResult``."""
+    (the definition digest's first 12 hex digits), commit, verdict (PASS, ``PASS, NOT
+    SHOWN`` or FAIL), accept_fail (stored with ``--accept-fail``), noisy (the report's
+    NOISY flag, None without ``speed``), top-1 agreement (fraction), accuracy drop
+    (percentage points; None without labels), SQNR (dB), INT8 and FP32 medians (ms),
+    speed-up (``RunResult.int8_speedup``, a factor, or None); ``report`` is a
+    ``results.RunResult``."""
     res = report.results
     int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
     drop = None
@@ -92,7 +93,7 @@ def point(report, machine, accept_fail=False):
         "machine": machine,
         "digest": report.definition["digest"][:12],
         "commit": report.environment.get("qbench_commit"),
-        "verdict": report.signoff.verdict,
+        "verdict": report.signoff.verdict + (", NOT SHOWN" if report.signoff.unshown else ""),
         "accept_fail": bool(accept_fail),
         "noisy": None if report.speed is None else report.speed.noisy,
         "top1_agreement": int8.get("top1_agreement"),

@@ -18,7 +18,8 @@ from ..atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 5  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped
+CACHE_VERSION = 6  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped;
+# 6: no clipping counted in the top bin when the range reaches the largest value
 
 
 def cache_key(**parts):

@@ -129,7 +129,7 @@ class HistogramCollector(Collector):
         self.hist.update(x)
 
     def _clipped(self, t):
-        return self.hist.count_above(t)
+        return self.hist.count_above(t, max(-self.min, self.max))
 
 
 class PercentileCollector(HistogramCollector):

@@ -54,14 +54,18 @@ class AbsHistogram:
             self.counts[: merged.size] = merged
         self.top = new_top
 
-    def count_above(self, t):
-        """Values with |x| > ``t`` (t >= 0): the bins wholly above t, plus the part of the
-        bin holding t above it, its values taken as uniform within the bin."""
-        if self.top == 0.0 or t >= self.top:
+    def count_above(self, t, amax):
+        """Values with |x| > ``t`` (t >= 0), ``amax`` the largest |x| seen: none when t >=
+        amax; else the bins wholly above t, plus the part of the bin holding t above it, its
+        values taken as uniform within the bin (within [bin start, amax] for the top bin:
+        a ReLU6 input's saturated 6.0s are no clipping of a range that reaches 6.0)."""
+        if self.top == 0.0 or t >= min(self.top, amax):
             return 0.0
         edge = t / self.bin_width
         i = int(edge)
-        return float(self.counts[i + 1 :].sum() + self.counts[i] * (i + 1 - edge))
+        end = min(float(i + 1), amax / self.bin_width)  # where the bin's values end
+        inside = (end - edge) / (end - i) if end > i else 1.0
+        return float(self.counts[i + 1 :].sum() + self.counts[i] * inside)
 
     def counts_with_zeros(self):
         """The bins with the exact zeros added to bin 0: the histogram of all |x|."""

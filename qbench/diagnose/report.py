@@ -88,10 +88,11 @@ def summary(report):
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
         needed = fb.get("needed_images")
-        if needed and fb["held_out_images"] < needed:
+        if needed is None or fb["held_out_images"] < needed:
+            need = f"at least {needed} needed" if needed else "no number of images can"
             lines.append(
-                f"{fb['held_out_images']} held-out images cannot show {fb['target']}: at least "
-                f"{needed} needed (95 % Clopper-Pearson); the search keeps a layer only for "
+                f"{fb['held_out_images']} held-out images cannot show {fb['target']}: {need} "
+                "(95 % Clopper-Pearson); the search keeps a layer only for "
                 f"a logits SQNR gain >= {fb['min_gain_db']:g} dB"
             )
         lines.append(_latency_cost_line(fb["latency_ms"]))
