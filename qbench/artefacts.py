@@ -10,6 +10,7 @@ appears whole or not at all (``atomic.write_folder``).
 
 import datetime as dt
 import json
+import logging
 import platform
 import re
 import struct
@@ -21,6 +22,7 @@ from tabulate import tabulate
 from . import __version__
 from .atomic import to_json, write_folder
 
+log = logging.getLogger(__name__)
 # ELF e_machine codes (System V ABI, elf.h) of the machines TVM builds for
 ELF_MACHINES = {3: "x86", 62: "x86-64", 40: "ARM", 183: "AArch64", 243: "RISC-V"}
 
@@ -91,19 +93,22 @@ def elf_machine(data):
 
 
 # instructions that multiply int8 and accumulate: Arm (sdot/udot/smmla), x86 (VNNI, AVX2
-# pairs), NVIDIA (dp4a, integer tensor-core mma); counted in the generated code
+# pairs) in CPU assembly; NVIDIA's dp4a and integer tensor-core mma, called in the kernels
 INT8_INSTRUCTIONS = re.compile(
-    r"\b(sdot|udot|smmla|ummla|usdot|vpdpbusds?|vpmaddubsw|dp4a[\w.]*|mma\.sync[\w.]*s8[\w.]*)\b"
+    r"\b(sdot|udot|smmla|ummla|usdot|vpdpbusds?|vpmaddubsw|__dp4a|mma_sync|mma\.sync[\w.]*s8[\w.]*)\b"
 )
 
 
 def int8_instructions(executable):
     """{mnemonic: count} of the int8 multiply-accumulate instructions (``INT8_INSTRUCTIONS``)
-    in ``executable``'s generated code: CPU assembly, and PTX of cuda kernels."""
+    in ``executable``'s generated code: CPU assembly, and the CUDA kernels' bodies (their
+    calls of ``__dp4a``, counted as ``dp4a``; the helper definitions before the first kernel
+    are not counted)."""
     counts = {}
     for module in _modules(executable.mod):
         for found in INT8_INSTRUCTIONS.findall(_source(module)):
-            counts[found] = counts.get(found, 0) + 1
+            name = found.removeprefix("__")
+            counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items()))
 
 
@@ -114,16 +119,17 @@ def _modules(module):
 
 
 def _source(module):
-    """The generated code of one module: assembly of a CPU library, PTX of cuda kernels
-    (else their CUDA C); "" for a module with neither (the VM's bytecode)."""
-    formats = {"llvm": ("asm",), "cuda": ("ptx", "cu", "")}.get(module.kind, ())
-    for fmt in formats:
-        try:
-            text = module.inspect_source(fmt)
-        except Exception:  # noqa: BLE001 - TVM raises its own error kinds for a missing format
-            continue
-        if text:
-            return text
+    """The generated code of one module: assembly of a CPU library, the kernels of a cuda
+    module (its CUDA C from the first ``__global__`` on: TVM keeps no PTX of it); "" for a
+    module with neither (the VM's bytecode)."""
+    try:
+        if module.kind == "llvm":
+            return module.inspect_source("asm")
+        if module.kind == "cuda":
+            text = module.inspect_source("")
+            return text[max(0, text.find('extern "C" __global__')) :]
+    except Exception:  # noqa: BLE001 - TVM raises its own error kinds for a missing format
+        log.warning("no generated code readable from the %s module", module.kind)
     return ""
 
 

@@ -643,6 +643,12 @@ def _build(args):
 def _tune(args):
     from .pipeline import prepare, tune_graphs
 
+    if args.rpc or args.rpc_tracker:
+        raise UserError(
+            "--rpc/--rpc-tracker: tuning on remote devices is not built yet (qbench runs every "
+            "tuned record against its default schedule to reject wrong or slow ones, on this "
+            "machine only); tune on a machine of the target's CPU class"
+        )
     prepared = prepare(_options(args))
     print(f"tuning into {prepared.tuning['database']} (Ctrl-C stops at the next measurements)")
     opts, stopped = prepared.opts, set()

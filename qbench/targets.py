@@ -10,6 +10,7 @@ import functools
 import json
 
 from .errors import UserError
+from .kernels.gpu import TARGET_DEFAULTS
 
 
 class Llvm:
@@ -137,7 +138,7 @@ class Cuda:
 
     @staticmethod
     def host(_threads):
-        return {"kind": "cuda", "arch": Cuda.arch()}
+        return {"kind": "cuda", "arch": Cuda.arch(), **TARGET_DEFAULTS}
 
     @staticmethod
     def arch():
@@ -156,9 +157,12 @@ class Cuda:
     @staticmethod
     def check(target, _text, runs_here=True):
         """A cuda dict with its ``arch`` (read from GPU 0 when not given; a build-only
-        target must give it)."""
+        target must give it) and the thread and shared-memory limits MetaSchedule's rules
+        read (``kernels.gpu.TARGET_DEFAULTS`` where not given)."""
         if "arch" not in target:
             target["arch"] = Cuda.arch()
+        for key, value in TARGET_DEFAULTS.items():
+            target.setdefault(key, value)
         if runs_here:
             Cuda.arch()  # a GPU must be present to run the build
         return target
@@ -176,18 +180,20 @@ class Cuda:
         import tvm
         from tvm import relax
 
-        from .kernels.gpu import default_schedule
+        from .kernels.gpu import LAYOUT, default_schedule, dp4a_schedule
 
         @tvm.transform.module_pass(opt_level=0)
         def _gpu(mod, _ctx):
-            passes = [relax.get_pipeline("zero")]
+            tvm_target = tvm.target.Target(target)
+            passes = [relax.transform.ConvertLayout(LAYOUT), relax.get_pipeline("zero")]
             if database is not None:
                 passes.append(relax.transform.MetaScheduleApplyDatabase())
-            with tvm.target.Target(target):
+            passes += [dp4a_schedule(tvm_target), default_schedule()]
+            with tvm_target:
                 if database is None:
-                    return tvm.transform.Sequential([*passes, default_schedule()])(mod)
+                    return tvm.transform.Sequential(passes)(mod)
                 with database:
-                    return tvm.transform.Sequential([*passes, default_schedule()])(mod)
+                    return tvm.transform.Sequential(passes)(mod)
 
         return _gpu
 

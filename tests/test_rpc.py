@@ -144,6 +144,15 @@ def test_bad_remote_options_exit_2_naming_the_option(tmp_path, models, flags, wo
     assert not (tmp_path / "rep").exists() or not list((tmp_path / "rep").iterdir())
 
 
+def test_tuning_on_a_remote_device_is_refused_as_not_built(tmp_path, models, capsys):
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+    assert main(["tune", *model, *_folders(tmp_path), "--rpc", "127.0.0.1:9"]) == 2
+    assert "tuning on remote devices is not built yet" in capsys.readouterr().err
+    remote = ["--rpc-tracker", "127.0.0.1:9", "--rpc-key", "cpu", "--tune"]
+    assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
+    assert "--tune with tracker 127.0.0.1:9, key cpu: not supported" in capsys.readouterr().err
+
+
 def test_an_unknown_key_lists_the_trackers_keys(tmp_path, farm, models, capsys):
     model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
     remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", "gpu"]
