@@ -150,7 +150,9 @@ def render_build(record):
             g["file"],
             f"{g['bytes'] / 1e6:.2f}",
             g["elf_machine"],
-            " / ".join(str(g["kernels"].get(k, 0)) for k in ("hand", "tuned", "default")),
+            " / ".join(str(g["kernels"].get(k, 0)) for k in ("hand", "tuned", "default"))
+            if g["kernels"]
+            else "-",  # counted on llvm only
             ", ".join(f"{k} {n}" for k, n in g["int8_instructions"].items()) or "none",
         ]
         for name, g in record["graphs"].items()

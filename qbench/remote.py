@@ -128,7 +128,10 @@ def connect(remote):
             where, addr = "rpc", remote.server
         triple, cpu = _llvm_host(session)
     except (OSError, RuntimeError) as e:
-        raise UserError(f"{remote.words()}: cannot open an RPC session ({e})") from e
+        hint = ""
+        if remote.server and "matches key" in str(e):
+            hint = "; the server is registered with a tracker: use --rpc-tracker and --rpc-key"
+        raise UserError(f"{remote.words()}: cannot open an RPC session ({e}){hint}") from e
     return Device(session, f"{where}, server {_hostport(addr)}, {triple} {cpu}", triple, cpu)
 
 

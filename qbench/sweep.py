@@ -204,7 +204,8 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1):
 
 def _said(cell, i, n):
     where = cell.error or f"reports: {cell.report_dir}"
-    say(f"sweep cell {i}/{n}: {_verdict_words(cell)} on {cell.device} ({where})")
+    device = f" on {cell.device}" if cell.device else ""
+    say(f"sweep cell {i}/{n}: {_verdict_words(cell)}{device} ({where})")
 
 
 def _run_parallel(cell_options, parallel):
