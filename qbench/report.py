@@ -373,13 +373,17 @@ def flip_parts(report, fmt):
 
 def percent_with_counts(metrics, key):
     """``87.6 % (629/718; CI 85.0-89.9)`` for the fraction ``metrics[key]``, its counts and
-    its 95 % interval (where the metrics have one); ``-`` if absent."""
+    its 95 % interval (where the metrics have one); a top-5 agreement's counts are class
+    slots and its interval is over images (``compare.with_counts``): ``95.7 % (67/70
+    classes; CI 66.1-99.8 over images)``. ``-`` if absent."""
     if metrics.get(key) is None:
         return "-"
     counts = f"{metrics[f'{key}_count']}/{metrics[f'{key}_total']}"
+    slots = key == "top5_agreement"  # counted in class slots, its interval over images
     ci = metrics.get(f"{key}_ci95")
     if ci is not None:  # reports written before intervals have none
-        counts += f"; CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}"
+        counts += f"{' classes' if slots else ''}; CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}"
+        counts += " over images" if slots else ""
     return f"{100 * metrics[key]:.1f} % ({counts})"
 
 

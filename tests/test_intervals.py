@@ -103,3 +103,6 @@ def test_every_agreement_and_accuracy_figure_carries_its_interval():
     low, high = clopper_pearson(17, 20)
     text = f"85.0 % (17/20; CI {100 * low:.1f}-{100 * high:.1f})"
     assert percent_with_counts(m, "top1_agreement") == text
+    slots = f"{m['top5_agreement_count']}/100 classes; CI "
+    assert slots in percent_with_counts(m, "top5_agreement")
+    assert percent_with_counts(m, "top5_agreement").endswith(" over images)")
