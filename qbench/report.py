@@ -21,6 +21,7 @@ from .graph import op_counts
 from .provenance import definition, qbench_commit
 from .results import DataInfo, ModelInfo, RunResult
 from .timing import describe
+from .words import plural
 
 RUNNER_TITLES = {
     "pytorch_fp32": "PyTorch FP32 (eager)",
@@ -338,7 +339,8 @@ def flip_lines(report):
             continue
         total = m["near_tie_flips"] + m["decisive_flips"]
         lines.append(
-            f"{RUNNER_TITLES[name]}: {total} flips of {m['top1_agreement_total']} images, "
+            f"{RUNNER_TITLES[name]}: {plural(total, 'flip')} of "
+            f"{plural(m['top1_agreement_total'], 'image')}, "
             f"{m['near_tie_flips']} near-ties (PyTorch FP32 margin < {m['near_tie_margin']:g}), "
             f"{m['decisive_flips']} decisive"
         )
@@ -503,7 +505,7 @@ def unshown_words(signoff):
     agreement >= 97.0 % (at least 122 needed, 95 % Clopper-Pearson)``."""
     parts = [f"{c.name} {c.op} {100 * c.limit:.1f} % ({_unshown_why(c)})" for c in signoff.unshown]
     sample = signoff.unshown[0].sample
-    return f"{sample} images cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
+    return f"{plural(sample, 'image')} cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
 
 
 def _unshown_why(check):

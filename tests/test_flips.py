@@ -88,3 +88,9 @@ def test_report_lists_decisive_flips_with_their_image_files():
     assert "n01440764_tench.JPEG" in table and "0.500" in table
     assert "n02102040_spaniel.JPEG" not in table  # a near-tie is counted, not listed
     assert "## Flips" in render_markdown(report)
+
+
+def test_counts_are_plural_except_one():
+    from qbench.words import plural
+
+    assert [plural(n, "flip") for n in (0, 1, 2)] == ["0 flips", "1 flip", "2 flips"]

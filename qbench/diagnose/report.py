@@ -8,6 +8,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..atomic import to_json, write_folder
+from ..words import plural
 
 COLUMNS = [
     ("layer", "layer"),
@@ -84,7 +85,8 @@ def summary(report):
         lines.append(
             f"FP32 fallback for top-1 agreement >= {fb['target']} on {fb['held_out_images']} "
             f"held-out images: {state} with "
-            f"{len(fb['kept_fp32'])} layers in FP32 ({', '.join(fb['kept_fp32']) or 'none'}): "
+            f"{plural(len(fb['kept_fp32']), 'layer')} in FP32 "
+            f"({', '.join(fb['kept_fp32']) or 'none'}): "
             f"{100 * last['top1_agreement']:.2f} %, logits SQNR {last['logits_sqnr_db']:.2f} dB"
         )
         needed = fb.get("needed_images")
