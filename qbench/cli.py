@@ -641,15 +641,11 @@ def _build(args):
 
 
 def _tune(args):
-    from .pipeline import prepare, tune_graphs
+    from .pipeline import prepare, tune_graphs, tuning_remote
 
-    if args.rpc or args.rpc_tracker:
-        raise UserError(
-            "--rpc/--rpc-tracker: tuning on remote devices is not built yet (qbench runs every "
-            "tuned record against its default schedule to reject wrong or slow ones, on this "
-            "machine only); tune on a machine of the target's CPU class"
-        )
-    prepared = prepare(_options(args))
+    opts = _options(args)
+    tuning_remote(opts)  # before any work: --rpc alone cannot tune
+    prepared = prepare(opts)
     print(f"tuning into {prepared.tuning['database']} (Ctrl-C stops at the next measurements)")
     opts, stopped = prepared.opts, set()
     for name, s in tune_graphs(prepared, args.trials, args.time_budget, opts.tune_graphs).items():

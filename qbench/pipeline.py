@@ -162,10 +162,11 @@ def _connect(opts):
     remote = parse_remote(opts.rpc, opts.rpc_tracker, opts.rpc_key)
     if remote is None:
         return None
+    if opts.tune_trials:
+        tuning_remote(opts)
     unsupported = {
         "--accuracy-target": opts.accuracy_target is not None,
         "--diagnose": opts.diagnose,
-        "--tune": bool(opts.tune_trials),
     }
     for flag, given in unsupported.items():
         if given:
@@ -288,7 +289,7 @@ def run(opts, attachments=None):
         with stage("tuning"):
             fresh = tune_graphs(p, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
         databases, tuning_info = _databases(opts, p.target, fresh)
-        p = replace(p, databases=databases, tuning=tuning_info)
+        p = replace(p, databases=databases, tuning=tuning_info, device=_connect(opts))
     p, runners = _build_runners(p)
     model = p.model
     with stage("evaluation") as st:
@@ -362,18 +363,41 @@ def _databases(opts, target, fresh=None):
 
 
 def tune_graphs(p, trials_per_task, time_budget_min=None, which=("fp32", "int8")):
-    """Tune the FP32 and INT8 graphs of a ``Prepared`` run into the user's database.
-    Returns {graph name: ``tuner.TuneSummary``} (``_databases`` points builds at them)."""
+    """Tune the FP32 and INT8 graphs of a ``Prepared`` run into the user's database, measured
+    on its tracker's devices when it has one (its own device's session is ended first, so
+    that the tracker can lend that device to the tuner). Returns {graph name:
+    ``tuner.TuneSummary``} (``_databases`` points builds at them)."""
+    if p.device is not None:
+        p.device.close()
     folder = tuning.db_dir(p.opts.tuning_db, p.target)
     deadline = time.time() + 60 * time_budget_min if time_budget_min else None
     summaries = {}
     for name, mod in graphs(p):
         if name.removeprefix("tvm_") not in which:
             continue
-        summaries[name] = tuning.tune(mod, p.target, folder, trials_per_task, deadline, name)
+        summaries[name] = tuning.tune(
+            mod, p.target, folder, trials_per_task, deadline, name, tuning_remote(p.opts)
+        )
         if summaries[name].stopped:
             break
     return summaries
+
+
+def tuning_remote(opts):
+    """The ``remote.Remote`` whose devices measure tuning candidates, or None: here.
+
+    Raises:
+        UserError: ``--rpc`` (MetaSchedule's RPC runner asks a tracker for its devices).
+    """
+    from .remote import parse_remote
+
+    remote = parse_remote(opts.rpc, opts.rpc_tracker, opts.rpc_key)
+    if remote is not None and remote.tracker is None:
+        raise UserError(
+            f"--rpc {opts.rpc}: tuning on a remote device needs a tracker (MetaSchedule's RPC "
+            "runner asks one for devices): --rpc-tracker HOST:PORT --rpc-key KEY"
+        )
+    return remote
 
 
 def full_batches(images, indices, model, batch_size):

@@ -32,16 +32,20 @@ def rejected(folder):
     return read_rejected(folder)
 
 
-def check_records(tasks, target, folder):
+def check_records(tasks, target, folder, remote=None):
     """Check the best record of each of ``tasks`` (MetaSchedule ``ExtractedTask``) in the
-    database ``folder``; add the wrong and the slow ones to its rejection list.
+    database ``folder``; add the wrong and the slow ones to its rejection list. ``remote``
+    (a ``remote.Remote``): run the checks on one of its devices, else here.
 
     Returns:
         "kernel (reason)" strings for the kernels rejected by this call.
     """
     from tvm.s_tir import meta_schedule as ms
 
+    from .remote import connect
+
     database = ms.database.JSONDatabase(work_dir=str(folder))
+    device = connect(remote) if remote is not None else None
     bad, names = set(), []
     for task in tasks:
         mod = task.dispatched[0]
@@ -49,7 +53,7 @@ def check_records(tasks, target, folder):
             continue
         workload = database.commit_workload(mod)
         top = database.get_top_k(workload, 1)
-        reason = _fault(top[0], target) if top else ""
+        reason = _fault(top[0], target, device) if top else ""
         if reason:
             bad.add(workload.as_json()[0])
             names.append(f"{task.task_name} ({reason})")
@@ -58,7 +62,7 @@ def check_records(tasks, target, folder):
     return names
 
 
-def _fault(record, target):
+def _fault(record, target, device=None):
     """ "" when the ``record``'s schedule of its workload agrees with qbench's default schedule
     on random inputs and is at least as fast, else why not.
 
@@ -78,8 +82,8 @@ def _fault(record, target):
         reference = dlight.ApplyDefaultSchedule(CpuFallback())(mod)
     inputs = _random_args(mod)
     (got, tuned_ms), (want, default_ms) = (
-        _run(sch.mod, inputs, target),
-        _run(reference, inputs, target),
+        _run(sch.mod, inputs, target, device),
+        _run(reference, inputs, target, device),
     )
     if not all(
         np.allclose(g, w, rtol=0, atol=RTOL * max(1.0, np.abs(w).max()))
@@ -105,14 +109,21 @@ def _random_args(mod):
     return args
 
 
-def _run(mod, inputs, target):
-    """Run ``mod`` once on copies of ``inputs``; returns (the arrays after the call, the
-    median ms of ``TIMING_REPEATS`` timed calls)."""
+def _run(mod, inputs, target, device=None):
+    """Run ``mod`` once on copies of ``inputs``, here or on the ``remote.Device``
+    ``device``; returns (the arrays after the call, the median ms of ``TIMING_REPEATS``
+    timed calls)."""
     import tvm
 
+    from .remote import upload
+
     lib = tvm.compile(mod, target=tvm.target.Target(target))
-    arrays = [tvm.runtime.tensor(a.copy(), tvm.cpu(0)) for a in inputs]
-    lib["main"](*arrays)
+    if device is None:
+        dev, module = tvm.cpu(0), lib.mod
+    else:
+        dev, module = device.tvm_device(), upload(device, lib, "kernel")
+    arrays = [tvm.runtime.tensor(a.copy(), dev) for a in inputs]
+    module["main"](*arrays)
     outputs = [a.numpy() for a in arrays]
-    timer = lib.mod.time_evaluator("main", tvm.cpu(0), number=TIMING_NUMBER, repeat=TIMING_REPEATS)
+    timer = module.time_evaluator("main", dev, number=TIMING_NUMBER, repeat=TIMING_REPEATS)
     return outputs, float(np.median(timer(*arrays).results)) * 1e3

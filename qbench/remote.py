@@ -10,6 +10,7 @@ build and turns a lost connection into a ``UserError`` that says which device wa
 
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +102,11 @@ class Device:
     def tvm_device(self):
         """The remote CPU (``tvm.runtime.Device`` through the session)."""
         return self.session.cpu(0)
+
+    def close(self):
+        """End the session (the tracker hands the device to the next request), once nothing
+        built on it is left."""
+        self.session = None
 
     def lost(self, error):
         """The ``RemoteLost`` error for ``error`` (a TVM or socket error) on this device."""
@@ -220,8 +226,10 @@ def upload(device, executable, name):
     Raises:
         RemoteLost: the device stopped answering.
     """
+    # a fresh file name for each upload: overwriting a library the server has loaded
+    # crashes it (seen: the session ends with kShutdown)
     with tempfile.TemporaryDirectory(prefix="qbench-rpc-") as tmp:
-        path = Path(tmp) / f"{name}.so"
+        path = Path(tmp) / f"{name}-{uuid.uuid4().hex[:12]}.so"
         export(executable, path, device.triple)
         try:
             device.session.upload(str(path))

@@ -33,6 +33,7 @@ from .recordcheck import check_records
 MAX_TRIALS_PER_ITER = 64  # MetaSchedule's default measurement batch
 MS_LOGGER = "tvm.s_tir.meta_schedule"
 CHUNK = 3  # kernels per tune_tasks call
+RPC_SESSION_TIMEOUT_S = 300  # one measurement session on a remote device, s
 
 
 @dataclass
@@ -97,7 +98,7 @@ class StopOnInterrupt:
 
 
 def tune_tasks_of(
-    lowered, target, folder, trials_per_task, deadline=None, label="tuning", known=()
+    lowered, target, folder, trials_per_task, deadline=None, label="tuning", known=(), remote=None
 ):
     """Tune the unscheduled kernels of ``lowered`` (a legalized, fused Relax module).
 
@@ -109,6 +110,9 @@ def tune_tasks_of(
         label: progress bar title.
         known: other database folders (the shipped pre-tuned one): kernels they hold are
             not tuned again.
+        remote: a ``remote.Remote`` with a tracker: candidates are measured on its key's
+            devices (MetaSchedule's RPC runner), and the record check runs there; None:
+            here.
     Returns:
         a ``TuneSummary``.
     """
@@ -130,7 +134,7 @@ def tune_tasks_of(
                 break
             progress = _Progress(bar, stop, deadline, tasks)
             try:
-                _tune_group(tasks, trials, folder, database, progress)
+                _tune_group(tasks, trials, folder, database, progress, _measure(target, remote))
             except Exception:
                 if not progress.stopped:
                     raise
@@ -139,7 +143,7 @@ def tune_tasks_of(
             stopped = progress.stopped
             if stopped:
                 break
-    bad = check_records(extracted, target, folder)
+    bad = check_records(extracted, target, folder, remote)
     skipped = len(extracted) - len(pending)
     seconds = time.time() - start
     return TuneSummary(len(extracted), tuned, skipped, seconds, stopped, bad, failed)
@@ -163,7 +167,47 @@ def _why_stop(interrupt, deadline):
     return "--time-budget" if deadline and time.time() > deadline else ""
 
 
-def _tune_group(tasks, trials, folder, database, progress):
+def _measure(target, remote):
+    """{builder, runner} keyword arguments of ``ms.tune_tasks``: here, or on ``remote``'s
+    tracker key, with each candidate linked to a shared library for the target's triple
+    (the device need not have a linker)."""
+    import functools
+
+    from tvm.s_tir import meta_schedule as ms
+
+    if remote is None:
+        return {"builder": ms.builder.LocalBuilder(initializer=skip_tensor_intrin_package)}
+    triple = str(target.get("mtriple", "")) or None
+    config = ms.runner.RPCConfig(
+        tracker_host=remote.tracker[0],
+        tracker_port=remote.tracker[1],
+        tracker_key=remote.key,
+        session_timeout_sec=RPC_SESSION_TIMEOUT_S,
+    )
+    return {
+        "builder": ms.builder.LocalBuilder(
+            initializer=skip_tensor_intrin_package,
+            f_export=functools.partial(_export_library, triple=triple),
+        ),
+        "runner": ms.runner.RPCRunner(rpc_config=config),
+    }
+
+
+def _export_library(mod, triple):
+    """A MetaSchedule candidate (runtime module) as a shared library, cross-linked for
+    ``triple`` (``remote.export``); returns its path."""
+    import os
+    import platform
+    import tempfile
+
+    from .remote import export
+
+    path = os.path.join(tempfile.mkdtemp(prefix="qbench-ms-"), "candidate.so")
+    export(mod, path, triple or f"{platform.machine()}-linux-gnu")
+    return path
+
+
+def _tune_group(tasks, trials, folder, database, progress, measure):
     from tvm.s_tir import meta_schedule as ms
 
     # MetaSchedule sets its console level from its logger's level on every call (then resets
@@ -176,7 +220,7 @@ def _tune_group(tasks, trials, folder, database, progress):
         ms_logger.removeHandler(handler)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, str(folder))
     ms.tune_tasks(
-        builder=ms.builder.LocalBuilder(initializer=skip_tensor_intrin_package),
+        **measure,
         tasks=contexts,
         task_weights=weights,
         work_dir=str(folder),

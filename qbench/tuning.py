@@ -68,7 +68,7 @@ def databases(root, target):
     return folders, source
 
 
-def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
+def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning", remote=None):
     """Tune every kernel of ``mod`` for ``target`` that neither ``folder`` nor the shipped
     pre-tuned database knows yet.
 
@@ -79,6 +79,7 @@ def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
         trials_per_task: mean MetaSchedule trials per kernel (``tuner.trial_budgets``).
         deadline: ``time.time()`` after which tuning stops (after the batch being measured).
         label: progress bar title.
+        remote: a ``remote.Remote`` with a tracker whose key's devices measure, or None.
     Returns:
         the ``tuner.TuneSummary``.
     Raises:
@@ -92,7 +93,7 @@ def tune(mod, target, folder, trials_per_task, deadline=None, label="tuning"):
     lowered = _pipeline(target, [], fallback=False)(mod)
     shipped = pretuned_dir(target)
     known = [shipped] if shipped and shipped.resolve() != Path(folder).resolve() else []
-    return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label, known)
+    return tune_tasks_of(lowered, target, folder, trials_per_task, deadline, label, known, remote)
 
 
 def apply(mod, target, folders, hand_kernels=True):

@@ -144,13 +144,25 @@ def test_bad_remote_options_exit_2_naming_the_option(tmp_path, models, flags, wo
     assert not (tmp_path / "rep").exists() or not list((tmp_path / "rep").iterdir())
 
 
-def test_tuning_on_a_remote_device_is_refused_as_not_built(tmp_path, models, capsys):
+def test_tuning_on_one_server_without_a_tracker_is_refused(tmp_path, models, capsys):
     model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
     assert main(["tune", *model, *_folders(tmp_path), "--rpc", "127.0.0.1:9"]) == 2
-    assert "tuning on remote devices is not built yet" in capsys.readouterr().err
-    remote = ["--rpc-tracker", "127.0.0.1:9", "--rpc-key", "cpu", "--tune"]
-    assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
-    assert "--tune with tracker 127.0.0.1:9, key cpu: not supported" in capsys.readouterr().err
+    assert "tuning on a remote device needs a tracker" in capsys.readouterr().err
+    assert main(["run", *model, *_folders(tmp_path), "--rpc", "127.0.0.1:9", "--tune"]) == 2
+    assert "tuning on a remote device needs a tracker" in capsys.readouterr().err
+
+
+def test_tuning_through_the_tracker_measures_on_its_devices(tmp_path, farm, models, capsys):
+    """MetaSchedule's RPC runner measures the candidates on the key's servers (the run's own
+    session is ended first, so both servers are free to it), and the record check runs
+    there too."""
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY, "--trials", "2"]
+    remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", KEY]
+    assert main(["tune", *model, *_folders(tmp_path), *remote]) == 0
+    out = capsys.readouterr().out
+    assert "tvm_fp32: 1 kernels tuned" in out and "tvm_int8:" in out
+    (records,) = (tmp_path / "db").glob("*/database_tuning_record.json")
+    assert records.read_text().count("\n") >= 2  # a measured record per tuned kernel
 
 
 def test_an_unknown_key_lists_the_trackers_keys(tmp_path, farm, models, capsys):
