@@ -93,9 +93,10 @@ def elf_machine(data):
 
 
 # instructions that multiply int8 and accumulate: Arm (sdot/udot/smmla), x86 (VNNI, AVX2
-# pairs) in CPU assembly; NVIDIA's dp4a and integer tensor-core mma, called in the kernels
+# pairs, AVX-512BW's vpmaddwd on int8 widened to int16) in CPU assembly; NVIDIA's dp4a
+# and integer tensor-core mma, called in the kernels
 INT8_INSTRUCTIONS = re.compile(
-    r"\b(sdot|udot|smmla|ummla|usdot|vpdpbusds?|vpmaddubsw|__dp4a|mma_sync|mma\.sync[\w.]*s8[\w.]*)\b"
+    r"\b(sdot|udot|smmla|ummla|usdot|vpdpbusds?|vpmaddubsw|vpmaddwd|__dp4a|mma_sync|mma\.sync[\w.]*s8[\w.]*)\b"
 )
 
 

@@ -596,7 +596,13 @@ def _sweep(args):
     check_writable(args.reports_dir, "--reports-dir")  # the summary's, whatever the cells do
     parallel = sweep.parallel_cells(remote, len(cells))
     done, folder = sweep.run_grid(
-        cells, models, texts, args.reports_dir, lambda: _INTERRUPTS.count > 0, parallel
+        cells,
+        models,
+        texts,
+        args.reports_dir,
+        lambda: _INTERRUPTS.count > 0,
+        parallel,
+        isolated=remote is not None,
     )
     print(sweep.summary_table(done, "simple"))
     print(f"\nsummary: {folder / 'summary.md'}  {folder / 'summary.json'}")

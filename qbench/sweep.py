@@ -24,7 +24,7 @@ from .progress import say
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_RULE = """\
 exit code: the largest of the cells' exit codes, each as `qbench run` would give it:
   0 every cell PASSes its sign-off; 1 some cell FAILs it and none has an error;
@@ -169,9 +169,12 @@ def parallel_cells(remote, cells):
     return max(1, min(cells, keys[remote.key]["free"]))
 
 
-def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1):
-    """Run the cells, ``parallel`` at a time (in child processes when > 1: each holds its
-    own remote device), then write the summary (also when Ctrl-C stops the sweep).
+def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, isolated=False):
+    """Run the cells, ``parallel`` at a time, then write the summary (also when Ctrl-C stops
+    the sweep, with the cells finished by then). ``isolated``: each cell in a child process
+    (cells on remote devices: a cell's end ends its process and so its RPC session, and the
+    tracker can lend the device to the next cell; seen: a second cell queued forever behind
+    the session of an efficientnet_lite0 cell run in-process).
 
     Args:
         cell_options: one ``pipeline.RunOptions`` per cell, models outer, targets inner.
@@ -188,9 +191,9 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1):
 
     cells, started = [], time.time()
     try:
-        if parallel > 1:
-            cells = _run_parallel(cell_options, parallel)
-        for i, opts in enumerate(cell_options if parallel == 1 else (), 1):
+        if isolated:
+            _run_isolated(cell_options, parallel, cells)
+        for i, opts in enumerate(() if isolated else cell_options, 1):
             say(f"sweep cell {i}/{len(cell_options)}: {opts.model} on {opts.target}")
             cells.append(run_cell(opts, interrupted))
             _said(cells[-1], i, len(cell_options))
@@ -208,24 +211,26 @@ def _said(cell, i, n):
     say(f"sweep cell {i}/{n}: {_verdict_words(cell)}{device} ({where})")
 
 
-def _run_parallel(cell_options, parallel):
-    """Every cell in a child process, ``parallel`` at once; the ``Cell``s in grid order."""
+def _run_isolated(cell_options, parallel, cells):
+    """Every cell in a child process, ``parallel`` at once; each ``Cell`` is appended to
+    ``cells`` in grid order as soon as it and those before it are done."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    say(f"sweep: {len(cell_options)} cells, {parallel} at once on the tracker's devices")
+    say(f"sweep: {len(cell_options)} cells, {parallel} at once on the remote devices")
     spawn = multiprocessing.get_context("spawn")  # no forked TVM or PyTorch thread pools
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=spawn)
+    try:
         futures = [pool.submit(_run_cell_alone, opts) for opts in cell_options]
-        cells = []
         for i, future in enumerate(futures, 1):
             cells.append(future.result())
             _said(cells[-1], i, len(futures))
-    return cells
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_cell_alone(opts):
-    """``run_cell`` in a child process of ``_run_parallel`` (Ctrl-C reaches the parent)."""
+    """``run_cell`` in a child process of ``_run_isolated`` (Ctrl-C reaches the parent)."""
     return run_cell(opts, lambda: False)
 
 
@@ -351,7 +356,7 @@ def write_summary(cells, models, target_texts, root, complete=True, timing=None)
         "models": list(models),
         "targets": list(target_texts),
         "complete": complete,
-        "exit_code": exit_code(cells),
+        "exit_code": exit_code(cells) if complete else EXIT_INTERRUPTED,
         **timing,
         "cells": [asdict(c) for c in cells],
     }

@@ -8,6 +8,7 @@ here and one entry in ``KINDS``.
 
 import functools
 import json
+import re
 
 from .errors import UserError
 from .kernels.gpu import TARGET_DEFAULTS
@@ -155,12 +156,17 @@ class Cuda:
         return "sm_" + dev.compute_version.replace(".", "")
 
     @staticmethod
-    def check(target, _text, runs_here=True):
+    def check(target, text, runs_here=True):
         """A cuda dict with its ``arch`` (read from GPU 0 when not given; a build-only
         target must give it) and the thread and shared-memory limits MetaSchedule's rules
         read (``kernels.gpu.TARGET_DEFAULTS`` where not given)."""
         if "arch" not in target:
             target["arch"] = Cuda.arch()
+        if not re.fullmatch(r"sm_\d{2,3}[a-z]?", str(target["arch"])):
+            raise UserError(
+                f"--target {text}: arch {target['arch']!r} is no NVIDIA compute capability; "
+                "valid: sm_XY, e.g. sm_61, sm_80, sm_90"
+            )
         for key, value in TARGET_DEFAULTS.items():
             target.setdefault(key, value)
         if runs_here:

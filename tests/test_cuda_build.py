@@ -41,3 +41,11 @@ def test_efficientnet_lite0_builds_for_sm_90_with_dp4a_kernels(tmp_path):
     int8 = record["graphs"]["tvm_int8"]
     assert record["layers_int8"] == record["layers"] == 50
     assert int8["int8_instructions"]["dp4a"] >= 23  # one call or more per pointwise conv
+
+
+def test_a_cuda_arch_that_is_no_compute_capability_exits_2(tmp_path, capsys):
+    target = json.dumps({"kind": "cuda", "arch": "sm_xx"})
+    args = ["build", "--model", "efficientnet_lite0", "--target", target]
+    assert main([*args, "--reports-dir", str(tmp_path / "rep")]) == 2
+    assert "arch 'sm_xx' is no NVIDIA compute capability" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()

@@ -182,3 +182,11 @@ def test_a_pass_not_shown_never_reads_as_a_plain_pass_in_the_summary():
     ]
     rows = sweep.summary_table(cells, "tsv").splitlines()[1:]
     assert [row.split("\t")[2].strip() for row in rows] == ["PASS, NOT SHOWN", "PASS", "ERROR"]
+
+
+def test_an_interrupted_sweep_keeps_its_finished_cells_and_says_130(tmp_path):
+    cells = [sweep.Cell("a", "llvm", "PASS", 0, shown=True)]
+    folder = sweep.write_summary(cells, ["a", "b"], ["llvm"], tmp_path, complete=False)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["exit_code"] == 130 and len(summary["cells"]) == 1
+    assert not summary["complete"] and "Exit code 130" in (folder / "summary.md").read_text()

@@ -19,6 +19,7 @@ import logging
 
 log = logging.getLogger(__name__)
 
+DP4A_SINCE = 61  # the first compute capability with dp4a (Pascal, sm_61)
 SEEDS = range(1, 64)  # design-space samples tried per kernel, in order
 LAYOUT = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # for ConvertLayout: channels innermost
 # what MetaSchedule's rules need of a cuda target that names only its arch (every NVIDIA
@@ -68,6 +69,8 @@ def dp4a_schedule(target):
 
     @tvm.transform.module_pass(opt_level=0, name="QbenchDp4a")
     def _pass(mod, _ctx):
+        if int(str(target.arch).removeprefix("sm_")[:2]) < DP4A_SINCE:
+            return mod  # no dp4a before sm_61: dlight schedules every kernel
         for gvar, func in list(mod.functions_items()):
             if isinstance(func, tirx.PrimFunc) and _int8_conv(gvar.name_hint, func):
                 scheduled = _dp4a(func, target, gvar.name_hint)
