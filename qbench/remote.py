@@ -155,6 +155,7 @@ def _tracked_server(remote):
             f"under that key; keys with servers: {have}"
         )
     sock = _tracker_socket(remote.tracker)
+    sock.settimeout(None)  # the tracker answers when a device of the key is free
     try:
         base.sendjson(sock, [base.TrackerCode.REQUEST, remote.key, "", 1])
         code, value = base.recvjson(sock)
@@ -199,6 +200,7 @@ def _tracker_socket(tracker):
     from tvm.rpc import base
 
     sock = base.connect_with_retry(tracker, timeout=CONNECT_TIMEOUT_S, retry_period=1)
+    sock.settimeout(CONNECT_TIMEOUT_S)  # a peer that never answers is no tracker
     sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
     if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
         sock.close()

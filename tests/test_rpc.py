@@ -170,3 +170,20 @@ def test_an_unknown_key_lists_the_trackers_keys(tmp_path, farm, models, capsys):
     remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", "gpu"]
     assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
     assert f"keys with servers: {KEY} (2)" in capsys.readouterr().err
+
+
+def test_a_tracker_address_where_nothing_answers_exits_2(tmp_path, models, capsys):
+    """A listener that accepts and never replies (an address of something else) is no
+    tracker: exit 2 after the handshake's timeout, not a run that waits forever."""
+    import socket
+
+    from rpcfarm import free_port
+
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)):
+        model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+        remote = ["--rpc-tracker", f"127.0.0.1:{port}", "--rpc-key", KEY]
+        assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
+    assert f"--rpc-tracker 127.0.0.1:{port}: no tracker answers (timed out)" in (
+        capsys.readouterr().err
+    )
