@@ -219,7 +219,9 @@ def _run_isolated(cell_options, parallel, cells):
 
     say(f"sweep: {len(cell_options)} cells, {parallel} at once on the remote devices")
     spawn = multiprocessing.get_context("spawn")  # no forked TVM or PyTorch thread pools
-    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=spawn)
+    # a fresh process per cell (max_tasks_per_child): a worker that ran a cell may still
+    # hold that cell's RPC session, and the tracker would never lend its device again
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=spawn, max_tasks_per_child=1)
     try:
         futures = [pool.submit(_run_cell_alone, opts) for opts in cell_options]
         for i, future in enumerate(futures, 1):
