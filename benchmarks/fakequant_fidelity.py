@@ -16,11 +16,11 @@ import latency
 import numpy as np
 import torch
 
-import qbench.diagnose.fakequant as fakequant
-from qbench import build
-from qbench.pipeline import full_batches, prepare
+import qbench.quantize.fakequant as fakequant
+from qbench.compile import build
+from qbench.pipeline.engine import full_batches, prepare
 from qbench.quantize import QuantConfig
-from qbench.report import cpu_name
+from qbench.report.render import cpu_name
 
 
 def sqnr_db(ref, x):

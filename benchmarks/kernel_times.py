@@ -19,10 +19,10 @@ import time
 import latency
 import numpy as np
 
-from qbench import build, targets
-from qbench.pipeline import full_batches, graphs, prepare
+from qbench.compile import build, targets
+from qbench.pipeline.engine import full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report import cpu_name
+from qbench.report.render import cpu_name
 
 
 def in_model_ms(vm, data, runs=10, warmup=3):

@@ -28,11 +28,13 @@ import alu_peak
 import numpy as np
 from tabulate import tabulate
 
-from qbench import build, graph, targets, timing, tuning
-from qbench.pipeline import RunOptions, full_batches, graphs, prepare
+from qbench.compile import build, targets, tuning
+from qbench.measure import timing
+from qbench.measure.runners import TorchRunner, TVMRunner
+from qbench.model import graph
+from qbench.pipeline.engine import RunOptions, full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report import cpu_name, int8_kernels_line
-from qbench.runners import TorchRunner, TVMRunner
+from qbench.report.render import cpu_name, int8_kernels_line
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 

@@ -24,11 +24,12 @@ import numpy as np
 from latency import bench_options, grid_parser
 from tabulate import tabulate
 
-from qbench import build, speed, targets, timing
-from qbench.pipeline import full_batches, graphs, prepare
+from qbench.compile import build, targets
+from qbench.measure import speed, timing
+from qbench.measure.runners import TorchRunner, TVMRunner, time_samples
+from qbench.pipeline.engine import full_batches, graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report import cpu_name
-from qbench.runners import TorchRunner, TVMRunner, time_samples
+from qbench.report.render import cpu_name
 
 
 def qbench_runners(model_name, batch, args):

@@ -5,12 +5,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from qbench import build, frontend, graph, targets, zoo
 from qbench.calibration.calibrate import calibrate_module
+from qbench.compile import build, targets
+from qbench.measure.runners import TVMRunner
+from qbench.model import frontend, graph, zoo
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
-from qbench.runners import TVMRunner
 
 LLVM = targets.Llvm.host(2)  # this CPU, as `--target llvm`
 
@@ -66,7 +67,7 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
 def shipped_database():
     """The shipped pre-tuned folder these tests read as a sample database (Zen 5's: it
     holds kept and rejected workloads)."""
-    from qbench import tuning
+    from qbench.compile import tuning
 
     (folder,) = tuning.PRETUNED_ROOT.glob("llvm-znver5-*")
     return folder
@@ -121,8 +122,8 @@ def packed_conv_module(shape, w, zp, strides, dilation, path):
     float32 (the int32 sums, exact below 2**24)."""
     from tvm import relax
 
-    from qbench.kernels import layout
-    from qbench.kernels.conv2d import requantized_conv
+    from qbench.compile.kernels import layout
+    from qbench.compile.kernels.conv2d import requantized_conv
 
     packing = layout.PACKINGS[path]
     bb = relax.BlockBuilder()

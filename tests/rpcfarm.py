@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from qbench.remote import tracker_keys
+from qbench.core.remote import tracker_keys
 
 
 def free_port():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_cli import _report, _run
 
-from qbench.cli import main
-from qbench.compare import latency_stats, per_image
+from qbench.cli.main import main
+from qbench.measure.metrics import latency_stats, per_image
 
 N_IMAGES, N_SAMPLES = 40, 30
 LATER = "2026-11-30T11:00:00+00:00"  # after _fixture's default created time

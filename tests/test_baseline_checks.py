@@ -8,7 +8,7 @@ import pytest
 from test_baseline import LATER, _compare, _fixture, _saved, _stored, _write
 
 from qbench.baseline.history import labels
-from qbench.cli import main
+from qbench.cli.main import main
 
 
 def _int8(report):

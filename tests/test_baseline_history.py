@@ -8,7 +8,7 @@ import re
 from test_baseline import _fixture, _saved, _write
 
 from qbench.baseline import history
-from qbench.cli import main
+from qbench.cli.main import main
 
 
 def _history(tmp_path, model="tiny"):

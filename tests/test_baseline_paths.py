@@ -6,7 +6,7 @@ import json
 import pytest
 from test_baseline import _compare, _fixture, _saved
 
-from qbench.cli import main
+from qbench.cli.main import main
 
 
 def _slowed():

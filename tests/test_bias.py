@@ -7,8 +7,8 @@ import torch
 from helpers import quantize_tiny
 from torch import nn
 
-from qbench.diagnose.fakequant import fake_layers
 from qbench.quantize.bias import bias_shifts, corrected
+from qbench.quantize.fakequant import fake_layers
 from qbench.quantize.rewrite import rewrite
 
 STEP = 1 / 127  # the int8 step of a channel whose largest |w| is 1

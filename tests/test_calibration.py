@@ -165,8 +165,8 @@ def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_vali
     tokens), and none of the padding images'."""
     from helpers import LLVM, loaded
 
-    from qbench import frontend, graph
     from qbench.calibration.calibrate import calibrate_module
+    from qbench.model import frontend, graph
     from qbench.quantize import QuantConfig
 
     x = np.random.default_rng(7).standard_normal((2, 1, 6, 6)).astype(np.float32)

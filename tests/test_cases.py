@@ -6,9 +6,10 @@ import torch
 from helpers import LLVM, loaded, quantize_tiny, torch_out
 from torch import nn
 
-from qbench import build, frontend, graph, targets
-from qbench.errors import UnsupportedModelError
-from qbench.runners import TVMRunner
+from qbench.compile import build, targets
+from qbench.core.errors import UnsupportedModelError
+from qbench.measure.runners import TVMRunner
+from qbench.model import frontend, graph
 
 
 def fp32_tvm(module, x):
@@ -258,7 +259,7 @@ def test_c10_depthwise_weights_spanning_decades():
 
 
 def test_c13_real_efficientnet_lite0_zero_channels_get_usable_scales():
-    from qbench import zoo
+    from qbench.model import zoo
     from qbench.quantize.params import quantize_weight
 
     model = zoo.load_model("efficientnet_lite0").module

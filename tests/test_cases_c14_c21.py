@@ -14,11 +14,13 @@ from helpers import quantize_tiny, shipped_database, torch_out
 from PIL import Image
 from torch import nn
 
-from qbench import data, dbfiles, frontend, tuning
-from qbench.cli import main
-from qbench.errors import UnsupportedModelError, UserError
+from qbench.cli.main import main
+from qbench.compile import dbfiles, tuning
+from qbench.compile.targets import Llvm
+from qbench.core.errors import UnsupportedModelError, UserError
+from qbench.data import sources as data
+from qbench.model import frontend
 from qbench.quantize.plan import INT32_MAX, accumulator_bound, overflow_reason
-from qbench.targets import Llvm
 
 MODELS = textwrap.dedent("""
     import torch
@@ -226,7 +228,7 @@ def test_c16_non_square_model_runs_end_to_end(tmp_path, capsys, models):
 
 
 def test_input_shape_override_and_preprocess_shape_check(tmp_path, capsys, models):
-    from qbench.zoo import Preprocess, fit_preprocess
+    from qbench.model.zoo import Preprocess, fit_preprocess
 
     image = Image.new("RGB", (100, 60))
     for shape in [(3, 40, 24), (3, 24, 40), (3, 30, 30)]:
@@ -249,7 +251,7 @@ def test_saved_program_with_another_input_shape_exits_2(tmp_path, capsys):
 
 
 def test_greyscale_model_is_fed_the_luminance(tmp_path, capsys, models):
-    from qbench.zoo import Preprocess, _fit_channels
+    from qbench.model.zoo import Preprocess, _fit_channels
 
     pre = _fit_channels(Preprocess(resize=4, crop=4), 1)
     assert pre.mean == pytest.approx((0.299 * 0.485 + 0.587 * 0.456 + 0.114 * 0.406,))
@@ -269,7 +271,7 @@ def test_greyscale_model_is_fed_the_luminance(tmp_path, capsys, models):
 
 
 def _prepare(tmp_path, model_spec):
-    from qbench.pipeline import RunOptions, prepare
+    from qbench.pipeline.engine import RunOptions, prepare
     from qbench.quantize import QuantConfig
 
     opts = RunOptions(

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from qbench.cli import main
-from qbench.runners import TorchRunner
+from qbench.cli.main import main
+from qbench.measure.runners import TorchRunner
 
 MODELS = textwrap.dedent("""
     import torch
@@ -278,8 +278,8 @@ def test_c24_corrected_linear_output_means_equal_fp32_per_last_axis_channel():
     mean in every output channel (its last axis), recomputed here with numpy."""
     from helpers import quantize_tiny
 
-    from qbench.diagnose.fakequant import fake_layers, quantized
     from qbench.quantize.bias import bias_shifts
+    from qbench.quantize.fakequant import fake_layers, quantized
 
     class _Head(torch.nn.Module):
         def __init__(self):

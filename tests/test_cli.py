@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from qbench import zoo
-from qbench.cli import _HelpFormatter, _parser, main
+from qbench.cli.main import _HelpFormatter, _parser, main
+from qbench.model import zoo
 
 C06_MODEL = textwrap.dedent("""
     import torch
@@ -100,7 +100,7 @@ def _foreign_cpu_target():
     the first feature the refusal names; skipped on a host that runs it."""
     from helpers import LLVM
 
-    from qbench.targets import has_feature
+    from qbench.compile.targets import has_feature
 
     lacking = [f for f in ("avx512f", "avx512vnni", "avxvnni") if not has_feature(LLVM, f)]
     return pytest.param(
@@ -356,8 +356,8 @@ def _cells(out, index):
 def test_layers_lists_quantizable_layers_without_calibration_or_build(
     tmp_path, capsys, tiny_file, monkeypatch
 ):
-    from qbench import build
     from qbench.calibration import calibrate
+    from qbench.compile import build
 
     monkeypatch.setattr(build, "lower", lambda *a, **k: pytest.fail("layers built"))
     monkeypatch.setattr(calibrate, "calibrate_module", lambda *a, **k: pytest.fail("calibrated"))
@@ -467,7 +467,7 @@ def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys,
     import signal
     import time
 
-    from qbench import cli
+    from qbench.cli import main as cli
 
     def converted():  # what TVM does to a KeyboardInterrupt raised inside its callbacks
         try:
@@ -490,7 +490,7 @@ def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys,
 
 def test_the_console_command_ends_the_process_with_mains_exit_code(monkeypatch, capsys):
     """``entry`` skips the interpreter's exit, which waits for TVM's spinning workers."""
-    from qbench import cli
+    from qbench.cli import main as cli
 
     ended = []
     monkeypatch.setattr(cli, "main", lambda: print("done") or 4)

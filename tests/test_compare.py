@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from qbench.compare import accuracy_metrics, compare_logits
+from qbench.measure.metrics import accuracy_metrics, compare_logits
 
 
 def _logits(order_per_row, classes=7):

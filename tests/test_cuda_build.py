@@ -8,7 +8,7 @@ import shutil
 import pytest
 from test_rpc import MODELS
 
-from qbench.cli import main
+from qbench.cli.main import main
 
 SM90 = json.dumps({"kind": "cuda", "arch": "sm_90"})
 pytestmark = pytest.mark.skipif(

@@ -12,13 +12,13 @@ import torch
 from scipy.stats import beta
 from torch import nn
 
-from qbench.cli import main
-from qbench.data import holdout, split
+from qbench.cli.main import main
+from qbench.core.errors import UserError
+from qbench.data.sources import holdout, split
 from qbench.diagnose.analysis import as_rows, diagnose, fallback
-from qbench.diagnose.fakequant import fake_layers
 from qbench.diagnose.plots import input_histograms
-from qbench.errors import UserError
 from qbench.quantize.bias import bias_shifts
+from qbench.quantize.fakequant import fake_layers
 from qbench.quantize.params import activation_params, quantize_weight
 from qbench.quantize.rewrite import LayerPlan
 
@@ -225,7 +225,7 @@ def test_a_holdout_beside_a_drawn_source_changes_neither_calibration_nor_evaluat
     pool grows, and a permutation of the larger pool would move the run's own images. Taken
     in the order drawn, the run with and without a holdout calibrates and evaluates on the
     same pixels, and the holdout is disjoint from them."""
-    from qbench.data import open_source
+    from qbench.data.sources import open_source
 
     plain = open_source(source, seed=0, needed=10)
     grown = open_source(source, seed=0, needed=14)
@@ -460,7 +460,7 @@ def test_a_stopped_search_is_reached_only_when_the_held_out_images_cannot_refute
 def test_a_target_of_100_percent_says_no_number_of_held_out_images_can_show_it():
     """images_needed(1.0) is None (no count's interval reaches 100 %): the summary says so
     rather than dropping the warning."""
-    from qbench.diagnose.report import summary
+    from qbench.report.diagnosis import summary
 
     step = {"layer": None, "accepted": True, "top1_agreement": 1.0, "logits_sqnr_db": 30.0}
     fb = {"target": 1.0, "held_out_images": 16, "needed_images": None, "min_gain_db": 0.5}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from qbench.cli import main
+from qbench.cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import torch
 from helpers import LLVM, quantize_tiny, run_tvm
 from torch import nn
 
-from qbench import build
-from qbench.diagnose.fakequant import fake_layers, quantized
+from qbench.compile import build
+from qbench.quantize.fakequant import fake_layers, quantized
 
 
 class _AddAfter(nn.Module):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from qbench.compare import compare_logits, flips, softmax_margin
-from qbench.report import decisive_table, flip_lines, render_markdown
-from qbench.results import RunResult
-from qbench.signoff import Limits, signoff
+from qbench.measure.metrics import compare_logits, flips, softmax_margin
+from qbench.measure.results import RunResult
+from qbench.report.render import decisive_table, flip_lines, render_markdown
+from qbench.signoff.checks import Limits, signoff
 
 HERE = Path(__file__).parent
 LN3 = math.log(3.0)
@@ -46,7 +46,7 @@ def test_metrics_count_decisive_agreement_with_interval():
 
 
 def _runners(int8):
-    from qbench.results import Latency, RunnerResult
+    from qbench.measure.results import Latency, RunnerResult
 
     fp32 = compare_logits(REF, REF, margin=0.05)
     metrics = {"pytorch_fp32": {"nonfinite_logits": 0}, "tvm_fp32": fp32, "tvm_int8": int8}
@@ -91,6 +91,6 @@ def test_report_lists_decisive_flips_with_their_image_files():
 
 
 def test_counts_are_plural_except_one():
-    from qbench.words import plural
+    from qbench.core.words import plural
 
     assert [plural(n, "flip") for n in (0, 1, 2)] == ["0 flips", "1 flip", "2 flips"]

@@ -8,7 +8,7 @@ import torch
 from helpers import loaded, run_tvm, torch_out
 from torch import nn
 
-from qbench import fold, frontend, graph
+from qbench.model import fold, frontend, graph
 
 SHAPE = (3, 8, 8)
 

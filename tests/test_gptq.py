@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from helpers import quantize_tiny, torch_out
 from torch import nn
 
-from qbench.diagnose.fakequant import fake_layers, quantized
-from qbench.errors import QBenchError
+from qbench.core.errors import QBenchError
+from qbench.quantize.fakequant import fake_layers, quantized
 from qbench.quantize.gptq import conv_hessian, gptq_round, gptq_weights, linear_hessian
 from qbench.quantize.rewrite import rewrite
 
@@ -232,7 +232,7 @@ class _Flipped(nn.Conv2d):
 
 
 def test_modules_that_transform_their_weight_are_found():
-    from qbench.diagnose.fakequant import unused_weights
+    from qbench.quantize.fakequant import unused_weights
 
     model = nn.Sequential(nn.Conv2d(3, 4, 3), _Flipped(4, 4, 3), nn.Flatten(), nn.Linear(16, 2))
     assert unused_weights(model.eval(), ["0", "1", "3"], (2, 3, 6, 6)) == (["1"], [])
@@ -271,7 +271,7 @@ def build():
 
 
 def test_a_model_that_needs_more_than_one_image_is_checked_on_its_batch(tmp_path):
-    from qbench.cli import main
+    from qbench.cli.main import main
 
     path = tmp_path / "squeeze.py"
     path.write_text(SQUEEZE_HEAD)

@@ -4,7 +4,7 @@ import torch
 from helpers import loaded
 from torch import nn
 
-from qbench import frontend, graph
+from qbench.model import frontend, graph
 
 
 def _imported(module, shape, batch):

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from qbench.html import render_html
-from qbench.report import write_reports
-from qbench.results import RunResult, Verdict
+from qbench.measure.results import RunResult, Verdict
+from qbench.report.html import render_html
+from qbench.report.render import write_reports
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"

@@ -5,10 +5,11 @@ import pytest
 import torch
 from helpers import LLVM, loaded, run_tvm, torch_out
 
-from qbench import build, frontend
-from qbench.kernels.conv2d_fp32 import ic_block, pack_weight
-from qbench.kernels.select import KERNEL_PATHS, select_kernels
-from qbench.targets import has_feature
+from qbench.compile import build
+from qbench.compile.kernels.conv2d_fp32 import ic_block, pack_weight
+from qbench.compile.kernels.select import KERNEL_PATHS, select_kernels
+from qbench.compile.targets import has_feature
+from qbench.model import frontend
 
 
 class _Net(torch.nn.Module):
@@ -72,7 +73,7 @@ def test_fp32_kernels_match_pytorch():
 
 
 def test_guarded_block_picks_the_least_waste():
-    from qbench.kernels.conv2d import guarded_block
+    from qbench.compile.kernels.conv2d import guarded_block
 
     # by hand: 7 -> 4+3 (1 wasted), 14 -> 5+5+4 (1), 28 -> 7x4 (0), 6 -> 6, 3 -> 3
     assert [guarded_block(w) for w in (7, 14, 28, 56, 6, 3, 1, 9)] == [4, 5, 4, 4, 6, 3, 1, 5]

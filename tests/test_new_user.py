@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from qbench import zoo
-from qbench.cli import main
-from qbench.errors import UserError
+from qbench.cli.main import main
+from qbench.core.errors import UserError
+from qbench.model import zoo
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_unreachable_hub_fails_fast_in_one_line(monkeypatch):
 
     import datasets
 
-    from qbench.hfdata import open_hf
+    from qbench.data.hf import open_hf
 
     def refuse(*args, **kwargs):
         raise OSError("Name or service not known")
@@ -84,7 +84,7 @@ def test_model_loading_prints_nothing_on_stdout(capsys):
 def test_cuda_without_a_gpu_names_the_alternative():
     import tvm
 
-    from qbench.targets import parse_target
+    from qbench.compile.targets import parse_target
 
     if tvm.cuda(0).exist:
         pytest.skip("this machine has a CUDA device")
@@ -94,7 +94,7 @@ def test_cuda_without_a_gpu_names_the_alternative():
 
 
 def test_a_folder_without_images_lists_what_it_accepts(tmp_path):
-    from qbench.data import open_source
+    from qbench.data.sources import open_source
 
     (tmp_path / "notes.txt").write_text("not a picture")
     with pytest.raises(UserError) as err:
@@ -104,7 +104,7 @@ def test_a_folder_without_images_lists_what_it_accepts(tmp_path):
 
 
 def test_class_folders_without_images_list_what_they_accept(tmp_path):
-    from qbench.data import open_source
+    from qbench.data.sources import open_source
 
     for cls in ("0", "1"):
         (tmp_path / cls).mkdir()

@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from qbench import policy
-from qbench.cli import _options, _parser, main
-from qbench.signoff import Limits
+from qbench.cli.main import _options, _parser, main
+from qbench.signoff import policy
+from qbench.signoff.checks import Limits
 
 POLICY = textwrap.dedent("""
     [defaults]

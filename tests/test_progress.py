@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qbench import progress
+from qbench.core import progress
 
 
 def test_stage_prints_its_name_time_and_note_when_done(capsys, monkeypatch):
@@ -33,7 +33,7 @@ def test_say_prefixes_every_line(capsys):
 
 BAR_SCRIPT = """
 import sys
-from qbench.progress import give_bars_a_width
+from qbench.core.progress import give_bars_a_width
 give_bars_a_width()
 from tqdm import tqdm
 for _ in tqdm(range(3), desc="calibrate (max)", unit="batch", disable=None, leave=False):

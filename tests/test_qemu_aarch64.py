@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from helpers import exact_conv
 
-from qbench.kernels import layout
-from qbench.kernels.conv2d import requantized_conv
+from qbench.compile.kernels import layout
+from qbench.compile.kernels.conv2d import requantized_conv
 
 TOOLS = ("qemu-aarch64", "aarch64-linux-gnu-gcc")
 pytestmark = pytest.mark.skipif(
@@ -29,7 +29,7 @@ def _kernel_object(arrays, strides, dilation, path):
     from tvm import te
     from tvm.s_tir import dlight
 
-    from qbench.kernels.schedules import HandKernels
+    from qbench.compile.kernels.schedules import HandKernels
 
     inputs = [te.placeholder(a.shape, str(a.dtype), name=f"a{i}") for i, a in enumerate(arrays)]
     out = requantized_conv(*inputs, strides, dilation, False, PACKING.op_name)

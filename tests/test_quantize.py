@@ -115,7 +115,7 @@ def test_first_conv_quantized_by_default_kept_on_request_and_skip_by_name():
 
 
 def test_unknown_skip_layer_is_a_user_error():
-    from qbench.errors import UserError
+    from qbench.core.errors import UserError
 
     module, shape = MODELS["conv"]
     with pytest.raises(UserError, match="no such layer"):
@@ -137,7 +137,7 @@ class _Fork(nn.Module):
 
 
 def test_layers_reading_one_tensor_share_its_quantize():
-    from qbench import graph
+    from qbench.model import graph
 
     module = _Fork().eval()
     calib, x = _data((3, 8, 8)), _data((3, 8, 8), seed=7, batches=1)[0]

@@ -5,11 +5,11 @@ import pytest
 import torch
 from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
-from qbench import build
-from qbench.kernels.select import kernel_paths, select_kernels
+from qbench.compile import build
+from qbench.compile.kernels.select import kernel_paths, select_kernels
+from qbench.compile.targets import has_feature
 from qbench.quantize.gptq import gptq_round
 from qbench.quantize.params import quantize_weight
-from qbench.targets import has_feature
 
 ZEN3 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3", "num-cores": 2}
 ZEN4 = {**ZEN3, "mcpu": "znver4"}  # AVX-512 VNNI
@@ -113,7 +113,7 @@ def test_reduce_range_elsewhere_than_avx2_is_warned_and_named_in_the_report(
     7-bit weights, per layer too."""
     import json
 
-    from qbench.cli import main
+    from qbench.cli.main import main
 
     _needs_avx2()
     (tmp_path / "m.py").write_text(

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from qbench import atomic
-from qbench.results import Check, RunResult
+from qbench.core import atomic
+from qbench.measure.results import Check, RunResult
 
 
 def test_write_folder_is_complete_and_never_overwrites(tmp_path):
@@ -36,11 +36,12 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from helpers import LLVM, quantize_tiny
     from torch import nn
 
-    from qbench import build, targets, timing
-    from qbench.compare import latency_stats
-    from qbench.report import _graph, latency_table
-    from qbench.results import Latency, RunnerResult
-    from qbench.runners import TVMRunner
+    from qbench.compile import build, targets
+    from qbench.measure import timing
+    from qbench.measure.metrics import latency_stats
+    from qbench.measure.results import Latency, RunnerResult
+    from qbench.measure.runners import TVMRunner
+    from qbench.report.render import _graph, latency_table
 
     torch.manual_seed(7)
     model = nn.Sequential(
@@ -217,7 +218,7 @@ def _row(text, title):
 
 
 def test_agreement_and_accuracy_are_percentages_with_counts(report):
-    from qbench.report import accuracy_table
+    from qbench.report.render import accuracy_table
 
     table = accuracy_table(report, "simple")
     int8, fp32, ref = (_row(table, t) for t in ("TVM INT8", "TVM FP32", "PyTorch FP32"))
@@ -230,7 +231,7 @@ def test_agreement_and_accuracy_are_percentages_with_counts(report):
 
 
 def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
-    from qbench.report import latency_table
+    from qbench.report.render import latency_table
 
     table = latency_table(report.results, "simple")
     assert _row(table, "PyTorch FP32").endswith("3.00x slower")  # 12.0 / 4.0
@@ -242,7 +243,7 @@ def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
 def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
     """--simulate builds fake-quantized FP32: its latency row says so and draws no INT8
     speed conclusion."""
-    from qbench.report import latency_table
+    from qbench.report.render import latency_table
 
     int8, fp32 = report.results["tvm_int8"], report.results["tvm_fp32"]
     slow = replace(int8, samples_ms=tuple(2 * s for s in fp32.samples_ms))  # 2x every round
@@ -255,7 +256,7 @@ def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
 
 
 def test_signoff_values_are_in_the_units_of_their_limits(report):
-    from qbench.report import signoff_table
+    from qbench.report.render import signoff_table
 
     table = signoff_table(report.signoff, "simple")
     assert "87.6 %" in _row(table, "INT8 top-1 agreement")
@@ -268,7 +269,7 @@ def test_signoff_values_are_in_the_units_of_their_limits(report):
 
 
 def test_a_failing_value_never_looks_equal_to_its_limit():
-    from qbench.report import check_value_and_limit
+    from qbench.report.render import check_value_and_limit
 
     check = Check("INT8 top-1 agreement", 0.9699, ">=", 0.97, False, "fraction")
     assert check_value_and_limit(check) == ("96.99 %", ">= 97.00 %")
@@ -279,7 +280,7 @@ def test_a_failing_value_never_looks_equal_to_its_limit():
 
 
 def test_added_ops_are_words_most_frequent_first(report):
-    from qbench.report import added_ops_words
+    from qbench.report.render import added_ops_words
 
     text = added_ops_words(report.graph["int8_added_ops"])
     assert text.startswith("INT8 graph adds 12 dtype casts, 12 quantizes, 2 where, 1 pad (")
@@ -287,7 +288,7 @@ def test_added_ops_are_words_most_frequent_first(report):
 
 
 def test_written_report_is_readable_and_json_keeps_its_keys(report, report_json, tmp_path):
-    from qbench.report import render_console, write_reports
+    from qbench.report.render import render_console, write_reports
 
     out = write_reports(report, tmp_path)
     assert json.loads((out / "report.json").read_text()) == report_json
@@ -300,7 +301,7 @@ def test_written_report_is_readable_and_json_keeps_its_keys(report, report_json,
 
 
 def test_environment_line_names_cpu_threads_versions_and_target():
-    from qbench.report import environment_line
+    from qbench.report.render import environment_line
 
     env = {
         "cpu": "AMD EPYC", "machine": "x86_64", "threads": 2, "qbench": "0.1.0",
@@ -314,7 +315,7 @@ def test_environment_line_names_cpu_threads_versions_and_target():
 
 
 def test_int8_kernel_paths_are_named_with_the_cpu_class():
-    from qbench.report import int8_kernels_line
+    from qbench.report.render import int8_kernels_line
 
     info = {"cpu_class": "AVX2", "paths": {"conv2d avx2": 48, "conv2d default": 2}}
     assert int8_kernels_line(info) == (
@@ -324,8 +325,8 @@ def test_int8_kernel_paths_are_named_with_the_cpu_class():
 
 
 def test_environment_line_names_the_timing_protocol_and_its_settings():
-    from qbench import timing
-    from qbench.report import environment_line
+    from qbench.measure import timing
+    from qbench.report.render import environment_line
 
     env = {
         "cpu": "AMD EPYC",
@@ -347,7 +348,7 @@ def test_environment_line_names_the_timing_protocol_and_its_settings():
 
 def test_precision_names_the_requantize_scheme_and_simulation():
     from qbench.quantize import QuantConfig
-    from qbench.report import _precision
+    from qbench.report.render import _precision
 
     built, simulated = _precision(QuantConfig()), _precision(QuantConfig(simulate=True))
     assert built["integer_ops"].startswith("conv2d, matmul: uint8 x int8 -> int32")

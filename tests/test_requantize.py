@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import LLVM, quantize_tiny, run_tvm
 
-from qbench import build
+from qbench.compile import build
 from qbench.quantize import pooling
 from qbench.quantize.requantize import Requantize, emit, integer_requantize, reference
 

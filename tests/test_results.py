@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from qbench.atomic import to_json
-from qbench.errors import UserError
-from qbench.results import Check, RunResult, Verdict
+from qbench.core.atomic import to_json
+from qbench.core.errors import UserError
+from qbench.measure.results import Check, RunResult, Verdict
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
 

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 from rpcfarm import start_farm
 
-from qbench import timing
-from qbench.cli import main
+from qbench.cli.main import main
+from qbench.measure import timing
 
 MODELS = textwrap.dedent("""
     import torch

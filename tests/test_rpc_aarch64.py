@@ -16,10 +16,11 @@ import pytest
 from rpcfarm import start_farm
 from test_rpc import MODELS
 
-from qbench import build, pipeline, targets
-from qbench.artefacts import elf_machine
-from qbench.cli import main
-from qbench.pipeline import RunOptions
+from qbench.cli.main import main
+from qbench.compile import build, targets
+from qbench.pipeline import engine as pipeline
+from qbench.pipeline.artefacts import elf_machine
+from qbench.pipeline.engine import RunOptions
 
 ARM = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1", "num-cores": 1}
 TINY = ["--data", "synthetic", "--calib-size", "4", "--batch-size", "4"]

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from qbench.cli import _options, _parser, main
-from qbench.compare import compare_logits
-from qbench.results import Latency, Ratio, RunnerResult, Speed
-from qbench.signoff import Limits, signoff
+from qbench.cli.main import _options, _parser, main
+from qbench.measure.metrics import compare_logits
+from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
+from qbench.signoff.checks import Limits, signoff
 
 LOOSE = Limits(0.0, 100.0, 0.0, -1.0, 0.0)  # every threshold at the end of its range
 
@@ -224,7 +224,7 @@ def test_up_to_five_classes_have_no_top5_check():
 
 
 def test_the_signoff_table_shows_units_and_not_applicable_checks():
-    from qbench.report import signoff_table
+    from qbench.report.render import signoff_table
 
     results = _compared(SINGLE, SINGLE_INT8)
     verdict = signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)
@@ -336,7 +336,7 @@ def test_speed_checks_of_a_simulated_build_do_not_apply():
 
 
 def test_the_signoff_table_shows_the_speed_up_with_its_ci():
-    from qbench.report import signoff_table
+    from qbench.report.render import signoff_table
 
     out = signoff(
         _timed(12.0),

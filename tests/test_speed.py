@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from qbench.speed import NOISY_CI_WIDTH, ratio_ci, speed
+from qbench.measure.speed import NOISY_CI_WIDTH, ratio_ci, speed
 
 
 def test_the_ci_covers_the_true_ratio_of_known_distributions():

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 from test_cli import C06_MODEL
 
-from qbench import pipeline, sweep
-from qbench.cli import main
-from qbench.errors import UserError
-from qbench.sweep import split_items
+from qbench.cli.main import main
+from qbench.core.errors import UserError
+from qbench.pipeline import engine as pipeline
+from qbench.pipeline import sweep
+from qbench.pipeline.sweep import split_items
 
 TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "6", "--batch-size", "1"]
 SAME_HOST = '{"kind": "llvm"}'  # a second llvm target: this CPU, no mcpu given

@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from qbench import runners, timing
+from qbench.measure import runners, timing
 
 BASE_MS = {"pytorch_fp32": 20.0, "tvm_fp32": 10.0, "tvm_int8": 6.0}  # unloaded latencies
 RUNTIMES = {"pytorch_fp32": "pytorch", "tvm_fp32": "tvm", "tvm_int8": "tvm"}
@@ -191,7 +191,7 @@ def test_record_and_describe_give_rounds_settles_and_runtime_settings(monkeypatc
 
 
 def test_set_threads_leaves_the_runtimes_wait_policies_as_deployed(monkeypatch):
-    from qbench import build
+    from qbench.compile import build
 
     monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
     monkeypatch.setenv("TVM_NUM_THREADS", "1")

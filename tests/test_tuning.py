@@ -9,9 +9,9 @@ import textwrap
 import pytest
 from helpers import shipped_database
 
-from qbench import recordcheck, tuning
-from qbench.cli import main
-from qbench.tuner import StopOnInterrupt, trial_budgets
+from qbench.cli.main import main
+from qbench.compile import recordcheck, tuning
+from qbench.compile.tuner import StopOnInterrupt, trial_budgets
 
 TINY = textwrap.dedent("""
     import torch
@@ -105,7 +105,7 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
     from helpers import LLVM
     from tvm.s_tir import meta_schedule as ms
 
-    from qbench.kernels.select import NO_FAST_PATH, cpu_class
+    from qbench.compile.kernels.select import NO_FAST_PATH, cpu_class
 
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
     assert main(["tune", *_tiny_args(tmp_path), "--trials", "2"]) == 0
@@ -148,7 +148,7 @@ def test_tune_then_run_applies_user_and_shipped_records(tmp_path, monkeypatch, c
 
 @pytest.mark.slow
 def test_run_tune_with_time_budget_stops_and_keeps_records(tmp_path, monkeypatch):
-    from qbench import tuner
+    from qbench.compile import tuner
 
     monkeypatch.setattr(tuning, "PRETUNED_ROOT", tmp_path / "none")
     # the budget runs out during the first measurements: the check before the first chunk
@@ -185,8 +185,8 @@ def test_record_slower_than_default_schedule_is_rejected():
 def test_a_workload_with_only_failed_records_is_tuned_again():
     from tvm.s_tir import meta_schedule as ms
 
-    from qbench import dbfiles
-    from qbench.tuner import _has_valid_record
+    from qbench.compile import dbfiles
+    from qbench.compile.tuner import _has_valid_record
 
     shipped = shipped_database()
     workload, record = dbfiles.read_folder(shipped).records[0]
@@ -206,7 +206,7 @@ def test_time_budget_and_ctrl_c_stop_reasons():
     import time
     from types import SimpleNamespace
 
-    from qbench.tuner import _why_stop
+    from qbench.compile.tuner import _why_stop
 
     calm, interrupted = SimpleNamespace(requested=False), SimpleNamespace(requested=True)
     assert _why_stop(calm, None) == "" and _why_stop(calm, time.time() + 60) == ""

@@ -5,17 +5,17 @@ import pytest
 import torch
 from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
-from qbench import build, lowering, tuning
-from qbench.kernels import layout
-from qbench.kernels.conv2d import register_block
-from qbench.kernels.intrin import (
+from qbench.compile import build, lowering, tuning
+from qbench.compile.kernels import layout
+from qbench.compile.kernels.conv2d import register_block
+from qbench.compile.kernels.intrin import (
     _passes_word_operands,
     ensure_vnni_intrin,
     needs_fix,
     register_x86_intrinsics,
 )
-from qbench.kernels.select import KERNEL_PATHS, kernel_paths, select_kernels
-from qbench.targets import has_feature
+from qbench.compile.kernels.select import KERNEL_PATHS, kernel_paths, select_kernels
+from qbench.compile.targets import has_feature
 
 
 def test_stock_intrinsic_detected_and_replaced():
@@ -76,8 +76,8 @@ def _run_target(path):
     AVX-512 VNNI but not Zen 5's AVX-VNNI, so code for znver5 would die of SIGILL here)."""
     import tvm
 
-    from qbench.kernels.select import cpu_class
-    from qbench.targets import Llvm
+    from qbench.compile.kernels.select import cpu_class
+    from qbench.compile.targets import Llvm
 
     _runs_here(path)
     target = _class_target(path)
@@ -189,7 +189,7 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
 def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
     import json
 
-    from qbench.cli import main
+    from qbench.cli.main import main
 
     (tmp_path / "m.py").write_text(
         "from torch import nn\n"
@@ -228,7 +228,7 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
     ],
 )
 def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(target, path, cpu_class):
-    from qbench.kernels import select
+    from qbench.compile.kernels import select
 
     assert select.cpu_class(target) == cpu_class
     if path:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from qbench import zoo
-from qbench.errors import UserError
+from qbench.core.errors import UserError
+from qbench.model import zoo
 
 
 def test_random_initialisation_is_reproducible():

@@ -7,10 +7,10 @@ import math
 
 from tabulate import tabulate
 
-from ..atomic import write_bytes
-from ..errors import UserError
-from ..targets import KINDS
-from ..zoo import model_id
+from ..compile.targets import KINDS
+from ..core.atomic import write_bytes
+from ..core.errors import UserError
+from ..model.zoo import model_id
 from .store import load_entry, runs, slug
 
 HEADS = [

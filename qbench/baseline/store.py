@@ -17,9 +17,9 @@ import json
 import re
 from pathlib import Path
 
-from ..atomic import to_json, write_text
-from ..errors import UserError
-from ..results import RunResult
+from ..core.atomic import to_json, write_text
+from ..core.errors import UserError
+from ..measure.results import RunResult
 from .validate import check_report
 
 STORE_VERSION = 1

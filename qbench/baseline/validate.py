@@ -10,7 +10,7 @@ import datetime as dt
 import math
 import re
 
-from ..errors import UserError
+from ..core.errors import UserError
 
 SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
 RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..atomic import write_json
+from ..core.atomic import write_json
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,16 @@ def calibrate_module(
         residual output of a layer, and by ``GlobalPool.range_name(layer name)`` for the
         input of the global average pool a layer reads.
     """
-    from .. import build
-    from ..graph import GlobalPool, ResidualOutput, global_pools, observer_module, residual_outputs
-    from ..runners import TVMRunner
-    from ..targets import device_for
+    from ..compile import build
+    from ..compile.targets import device_for
+    from ..measure.runners import TVMRunner
+    from ..model.graph import (
+        GlobalPool,
+        ResidualOutput,
+        global_pools,
+        observer_module,
+        residual_outputs,
+    )
 
     observer = TVMRunner(
         build.build(observer_module(mod), target, databases).vm,

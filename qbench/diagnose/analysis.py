@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..intervals import clopper_pearson
+from ..measure.intervals import clopper_pearson
 from ..quantize.bias import bias_shifts
+from ..quantize.fakequant import quantized
 from .energy import Energy
-from .fakequant import quantized
 
 
 @dataclass
@@ -280,7 +280,7 @@ def as_rows(diagnosis):
 
 def to_batches(images, indices, preprocess, batch_size):
     """Preprocessed float32 tensors (N, C, H, W) of ``indices``, in batches."""
-    from ..data import batches
+    from ..data.sources import batches
 
     chunks = batches(images, indices, preprocess, batch_size)
     return [torch.from_numpy(np.ascontiguousarray(x)) for x, _ in chunks]

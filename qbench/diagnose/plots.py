@@ -6,7 +6,7 @@ import io
 import numpy as np
 import torch
 
-from .fakequant import quantized
+from ..quantize.fakequant import quantized
 
 BINS = 256
 

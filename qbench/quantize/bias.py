@@ -33,7 +33,7 @@ def bias_shifts(model, fakes, x, active=None):
         dict layer name -> float64 array (C_out,): FP32 mean minus INT8 mean, in the INT8
         graph's units (the module's, times the folded BatchNorm factor ``fold_scale``).
     """
-    from ..diagnose.fakequant import quantized
+    from .fakequant import quantized
 
     with torch.no_grad():
         with quantized(model, fakes, set()) as (run, seen):

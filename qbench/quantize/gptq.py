@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
-from ..diagnose.fakequant import module_weight, quantized
-from ..errors import QBenchError
+from ..core.errors import QBenchError
+from .fakequant import module_weight, quantized
 from .params import INT8_MAX, with_integers
 from .plan import overflow_reason
 

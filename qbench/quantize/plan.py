@@ -4,8 +4,8 @@ import logging
 
 import numpy as np
 
-from ..errors import UserError
-from ..graph import GlobalPool, ResidualOutput
+from ..core.errors import UserError
+from ..model.graph import GlobalPool, ResidualOutput
 from .params import INT7_MAX, INT8_MAX, UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
 

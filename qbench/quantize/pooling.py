@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import averages_height_width
+from ..model.graph import averages_height_width
 from .chains import name, scalar, single_use
 from .params import UINT8_MAX
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import global_pools, quantizable_call, residual_outputs, same_shape_add
+from ..model.graph import global_pools, quantizable_call, residual_outputs, same_shape_add
 from . import requantize
 from .chains import name
 from .params import ActivationParams, QuantizedWeight

@@ -1,0 +1,5 @@
+"""``python -m qbench.cli``: the ``qbench`` command."""
+
+from .main import entry
+
+entry()

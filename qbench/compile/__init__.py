@@ -1,0 +1,5 @@
+"""Compile: takes a Relax graph (FP32 or INT8) and a target dict, and gives a built module:
+targets (``targets``, their CPU ``features``), the lowering pipeline (``lowering``) with
+qbench's own kernels (``kernels``), builds (``build``), and MetaSchedule tuning with its
+databases (``tuning``, ``tuner``, ``recordcheck``, ``dbfiles``; shipped records in
+``pretuned/``)."""

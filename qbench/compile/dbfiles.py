@@ -1,0 +1,180 @@
+"""Reading MetaSchedule JSON database folders line by line, so that damage costs only the
+damaged lines.
+
+A folder holds ``database_workload.json`` (one workload a line: structural hash, module)
+and ``database_tuning_record.json`` (one record a line: workload line index, trace, run
+times), both appended as tuning goes, and qbench's ``qbench_rejected.json``. TVM 0.27's
+``JSONDatabase`` refuses a whole folder on one bad line (an internal "Unexpected end of
+string" for a line cut mid-write, case C19). Here every line is parsed on its own; a damaged
+line is named in a warning and left out, and the files are never rewritten. A damaged
+rejection list leaves the whole folder out: its records may include ones known to compute
+wrong results.
+"""
+
+import functools
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.errors import UserError
+
+log = logging.getLogger(__name__)
+WORKLOADS = "database_workload.json"
+RECORDS = "database_tuning_record.json"
+REJECTED = "qbench_rejected.json"
+
+
+@dataclass
+class FolderContents:
+    """What a database folder holds that could be read.
+
+    Attributes:
+        records: (``Workload``, ``TuningRecord``) pairs, in file order.
+        rejected: structural-hash keys (strings) of workloads ``recordcheck`` rejected.
+        problems: one line per damaged line or file: path, line number, cause.
+    """
+
+    records: list = field(default_factory=list)
+    rejected: set = field(default_factory=set)
+    problems: list = field(default_factory=list)
+
+
+def read_rejected(folder):
+    """The rejection list of ``folder`` (empty when absent).
+
+    Raises:
+        ValueError: the file exists but is not a JSON list of strings.
+    """
+    path = Path(folder) / REJECTED
+    if not path.is_file():
+        return set()
+    keys = json.loads(path.read_text())
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ValueError("not a JSON list of workload keys")
+    return set(keys)
+
+
+def read_folder(folder):
+    """Parse a database folder line by line (see the module docstring).
+
+    Returns:
+        ``FolderContents``; warnings name each damaged line.
+    """
+    folder = Path(folder)
+    out = FolderContents()
+    try:
+        out.rejected = read_rejected(folder)
+    except (OSError, ValueError) as e:
+        out.problems.append(
+            f"{folder / REJECTED}: unreadable ({e}); every record of the folder is ignored, "
+            "since the list of records known to compute wrong results is lost"
+        )
+        return out
+    workloads = [w for _, w in _read_lines(folder / WORKLOADS, _workload, out.problems)]
+    for line, obj in _read_lines(folder / RECORDS, lambda obj: obj, out.problems):
+        if obj is None:
+            continue
+        try:
+            index, record_json = obj
+            workload = workloads[index] if 0 <= index < len(workloads) else None
+            if workload is None:
+                raise ValueError(f"workload line {index + 1} is missing or damaged")
+            out.records.append((workload, _record(record_json, workload)))
+        except Exception as e:  # noqa: BLE001 - TVM's parsers raise many kinds
+            out.problems.append(f"{folder / RECORDS}: line {line}: {_cause(e)}")
+    return out
+
+
+def check_undamaged(folder):
+    """Refuse to tune into a damaged database: MetaSchedule appends to its files and reads
+    them whole.
+
+    Raises:
+        UserError: names the damaged file and line.
+    """
+    problems = read_folder(folder).problems
+    if problems:
+        raise UserError(
+            f"--tuning-db: the database is damaged: {problems[0]}; move the folder {folder} "
+            "away or remove the damaged lines (qbench never rewrites a database), then tune "
+            "again"
+        )
+
+
+def _read_lines(path, parse, problems):
+    """(line number, ``parse(json)``) per non-empty line of ``path``; a damaged line gives
+    ``None`` (so workloads keep their line index) and a problem."""
+    if not path.is_file():
+        return []
+    parsed = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+                parsed.append((number, parse(obj)))
+            except Exception as e:  # noqa: BLE001 - JSON and TVM's parsers raise many kinds
+                problems.append(f"{path}: line {number}: {_cause(e)}")
+                parsed.append((number, None))
+    return parsed
+
+
+def _workload(obj):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.Workload.from_json(obj)
+
+
+def _record(obj, workload):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.TuningRecord.from_json(obj, workload)
+
+
+def _cause(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[-1] if text else ''}"
+
+
+def merged_database(folders):
+    """One in-memory MetaSchedule database over ``folders`` (the best record of each
+    workload wins), without the damaged lines and the rejected workloads. A damaged folder is
+    named in one warning, once per change of its files."""
+    stamps = tuple((str(f), *_stamp(Path(f))) for f in folders)
+    return _merged(stamps)
+
+
+def _stamp(folder):
+    return tuple(
+        (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+        for p in (folder / WORKLOADS, folder / RECORDS, folder / REJECTED)
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _merged(stamps):
+    from tvm.s_tir import meta_schedule as ms
+
+    merged = ms.database.MemoryDatabase()
+    for folder, *_ in stamps:
+        contents = read_folder(folder)
+        if contents.problems:
+            log.warning(
+                "tuning database %s: %d damaged line(s) or file(s) left out, the files are "
+                "not changed; first: %s",
+                folder,
+                len(contents.problems),
+                contents.problems[0],
+            )
+        for workload, rec in contents.records:
+            if workload.as_json()[0] in contents.rejected:
+                continue
+            committed = merged.commit_workload(workload.mod)
+            merged.commit_tuning_record(
+                ms.database.TuningRecord(
+                    rec.trace, committed, rec.run_secs, rec.target, rec.args_info
+                )
+            )
+    return merged

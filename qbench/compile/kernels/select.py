@@ -1,0 +1,223 @@
+"""One kernel-selection step for llvm CPUs, FP32 and INT8 alike.
+
+``KERNELS`` is the registry: each entry names the op patterns it computes
+(``patterns.CONV2D`` ...), the precision, the LLVM CPU features it needs (all of them) and its
+emitter. Every layer of a graph (``patterns.float_layer``, ``patterns.integer_layer``) gets the
+first entry that takes its pattern (and the layer, where the entry ``accepts`` only some) and
+whose features the target has; a layer no entry takes
+keeps TVM's op and gets a default schedule. The INT8 graph that reaches this step is the
+plain, target-neutral integer graph of ``quantize.rewrite``; a new CPU class or op is one
+entry here.
+"""
+
+import dataclasses
+import functools
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ...quantize.params import INT7_MAX
+from . import emit_fp32, emit_int8
+from .layout import PACKINGS
+from .patterns import (
+    CONV2D,
+    DEPTHWISE,
+    MATMUL,
+    MAX_POOL,
+    float_layer,
+    integer_layer,
+    requantized_layer,
+)
+
+KERNEL_PATHS = "qbench_kernel_paths"  # module attr: layers by precision, op and kernel path
+DEFAULT = "default"  # the path of a layer no kernel takes
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One registry entry.
+
+    Attributes:
+        path: its name in reports (``avx2``, ``depthwise``, ...).
+        precision: ``"int8"`` (integer layers), ``"float32"``, or ``"uint8"`` (max pooling
+            of a uint8 tensor).
+        ops: the op patterns it computes.
+        features: LLVM CPU features it needs, all of them (e.g. ``("avx512vnni",)``).
+        emit: ``emit(bb, layer) -> relax.Expr``, the expression replacing the layer.
+        cpu_class: the CPU class the kernel stands for in reports (INT8 GEMM kernels only).
+        emit_u8: ``emit_u8(bb, chain) -> relax.Expr`` for a ``patterns.RequantizedLayer``:
+            the layer and its chain to the next quantize as one kernel storing uint8, or
+            None when the kernel has no such form.
+    """
+
+    path: str
+    precision: str
+    ops: tuple
+    features: tuple
+    emit: Callable
+    cpu_class: str = ""
+    emit_u8: Callable = None
+    accepts: Callable = None  # layer -> bool, where the kernel takes only some layers
+
+
+def _fits_int7(layer):
+    """Whether ``layer``'s int8 weights all lie in [-63, 63] (``QuantConfig.reduce_range``)."""
+    return int(np.abs(layer.weight.astype(np.int16)).max(initial=0)) <= INT7_MAX
+
+
+def _int8_gemm(path, features, cpu_class, accepts=None):
+    emit = functools.partial(emit_int8.packed, packing=PACKINGS[path])
+    emit_u8 = functools.partial(emit_int8.packed_requantized, packing=PACKINGS[path])
+    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8, accepts)
+
+
+KERNELS = (
+    _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
+    _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
+    _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
+    _int8_gemm("avx2_u8", ("avx2",), "", _fits_int7),  # --reduce-range's 7-bit weights
+    _int8_gemm("avx2", ("avx2",), "AVX2"),
+    _int8_gemm("neon_dot", ("dotprod",), "Arm dot product"),
+    Kernel(
+        "depthwise",
+        "int8",
+        (DEPTHWISE,),
+        (),
+        emit_int8.depthwise,
+        emit_u8=emit_int8.depthwise_requantized,
+    ),
+    Kernel("packed", "float32", (CONV2D,), (), emit_fp32.conv),
+    Kernel("packed", "float32", (MATMUL,), (), emit_fp32.dense),
+    Kernel("depthwise", "float32", (DEPTHWISE,), (), emit_fp32.depthwise),
+    Kernel("taps", "float32", (MAX_POOL,), (), emit_fp32.max_pool),
+    Kernel("taps", "uint8", (MAX_POOL,), (), emit_fp32.max_pool),
+)
+NO_FAST_PATH = "no INT8 fast path"
+
+
+def choose(layer, target):
+    """The first ``KERNELS`` entry for ``layer`` on the llvm ``target`` (dict), or None."""
+    from ..targets import has_feature
+
+    for kernel in KERNELS:
+        if kernel.precision != layer.precision or layer.op not in kernel.ops:
+            continue
+        if kernel.accepts is not None and not kernel.accepts(layer):
+            continue
+        if all(has_feature(target, f) for f in kernel.features):
+            return kernel
+    return None
+
+
+def int8_gemm_kernel(target):
+    """The packed INT8 conv/dense ``Kernel`` the llvm ``target`` (dict) runs, or None."""
+    from ..targets import has_feature
+
+    for kernel in KERNELS:
+        if kernel.cpu_class and all(has_feature(target, f) for f in kernel.features):
+            return kernel
+    return None
+
+
+def cpu_class(target):
+    """The llvm ``target``'s CPU class as the INT8 conv kernels see it (``"AVX2"``, ...,
+    or ``NO_FAST_PATH``)."""
+    kernel = int8_gemm_kernel(target)
+    return kernel.cpu_class if kernel else NO_FAST_PATH
+
+
+def cpu_classes():
+    """The CPU classes qbench has INT8 conv kernels for, fastest first."""
+    return [kernel.cpu_class for kernel in KERNELS if kernel.cpu_class]
+
+
+def _visit(mod, target, emit):
+    """Walk every call of ``mod``'s Relax functions; a layer with a kernel is counted and,
+    when ``emit``, replaced by it. Returns (module, Counter of ``_path_name``)."""
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    paths = Counter()
+
+    @mutator
+    class _Selector(PyExprMutator):
+        var2val, chains, absorbed = {}, {}, set()
+
+        def visit_call_(self, call):
+            if call in self.chains:
+                return self._requantized(self.chains[call])
+            if call in self.absorbed:  # its chain's kernel computes it: left unused
+                return self.visit_expr_post_order(call)
+            call = self.visit_expr_post_order(call)
+            layer = float_layer(call) or integer_layer(call, self.var2val)
+            if layer is None:
+                return call
+            kernel = choose(layer, target) if layer.op else None
+            paths[_path_name(layer, kernel)] += 1
+            if kernel is None or not emit:
+                return call
+            if layer.precision == "int8":
+                layer = _remapped(self, layer)
+            return kernel.emit(self.builder_, layer)
+
+        def _requantized(self, chain):
+            kernel = choose(chain.layer, target)
+            paths[_path_name(chain.layer, kernel)] += 1
+            if not emit:
+                return self.visit_expr_post_order(chain.call)
+            layer, residual = _remapped(self, chain.layer), chain.residual
+            if residual is not None:
+                residual = (self.visit_expr(residual[0]), *residual[1:])
+            chain = dataclasses.replace(chain, layer=layer, residual=residual)
+            return kernel.emit_u8(self.builder_, chain)
+
+    selector = _Selector(mod)
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            selector.var2val = relax.analysis.get_var2val(func)
+            selector.chains = _chains(func, selector.var2val, target)
+            selector.absorbed = {chain.layer.call for chain in selector.chains.values()}
+            new = relax.analysis.remove_all_unused(selector.visit_expr(func))
+            selector.builder_.update_func(gvar, new)
+    return selector.builder_.get(), paths
+
+
+def _chains(func, var2val, target):
+    """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
+    kernel has a uint8 form on ``target``."""
+    from ...quantize.chains import use_counts
+
+    uses = use_counts(func)
+    found = {}
+    for call in var2val.values():
+        chain = requantized_layer(call, var2val, uses)
+        kernel = choose(chain.layer, target) if chain is not None else None
+        if kernel is not None and kernel.emit_u8 is not None:
+            found[call] = chain
+    return found
+
+
+def _remapped(mutator, layer):
+    """``layer`` with its input read through ``mutator``'s variable renames."""
+    return dataclasses.replace(layer, x_q=mutator.visit_expr(layer.x_q))
+
+
+def _path_name(layer, kernel):
+    """How reports name a layer's kernel: ``"int8 conv2d avx2"``, ``"float32 matmul default"``.
+    Depthwise convs are conv2d layers."""
+    return f"{layer.precision} {layer.kind} {kernel.path if kernel else DEFAULT}"
+
+
+def select_kernels(mod, target):
+    """``mod`` with every layer that a ``KERNELS`` entry takes on ``target`` replaced by that
+    kernel. Returns a new ``tvm.IRModule`` whose ``KERNEL_PATHS`` attribute counts the layers
+    by ``"<precision> <op> <path>"`` (``"int8 conv2d avx2": 20``)."""
+    selected, paths = _visit(mod, target, emit=True)
+    return selected.with_attr(KERNEL_PATHS, dict(sorted(paths.items())))
+
+
+def kernel_paths(mod, target):
+    """What ``select_kernels`` would choose, without building anything: {path name: layers}."""
+    return dict(sorted(_visit(mod, target, emit=False)[1].items()))

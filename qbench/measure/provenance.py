@@ -1,0 +1,80 @@
+"""What defines a run (for baselines) and which qbench source produced it.
+
+A run's *definition* is everything that, when changed, makes two runs' results not
+comparable (asv's rule: a changed benchmark definition is a new benchmark). Its ``digest``
+is the sha256 of the definition's canonical JSON (sorted keys, no spaces).
+"""
+
+import hashlib
+import json
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import __version__
+from .timing import PROTOCOL
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def definition(prepared):
+    """The report's ``definition``: model, weights, data, preprocessing, quantization
+    config, batch size, target, qbench and TVM versions, and their ``digest``.
+
+    Args:
+        prepared: the ``prepared.Prepared`` of the run (its ``opts``, ``model``,
+            ``images``, ``split``, ``target``).
+    Returns:
+        dict: ``model`` (name), ``weights_digest`` (sha256 hex of the state dict),
+        ``data_digest`` (sha256 hex of the decoded calibration then evaluation images, in
+        order), ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as a dict:
+        resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
+        ``batch_size`` (images), ``target`` (the TVM target dict), ``qbench`` and ``tvm``
+        (versions), ``timing`` (the timing protocol, ``timing.PROTOCOL``), ``digest``.
+    """
+    import tvm
+
+    opts, split, model = prepared.opts, prepared.split, prepared.model
+    fields = {
+        "model": model.name,
+        "weights_digest": model.weights_digest,
+        "data_digest": prepared.images.content_digest(tuple(split.calib) + tuple(split.eval)),
+        "input_shape": list(model.input_shape),
+        "preprocess": asdict(model.preprocess),
+        "quant": opts.quant.to_dict(),
+        "batch_size": opts.batch_size,
+        "target": prepared.target,
+        "qbench": __version__,
+        "tvm": tvm.__version__,
+        "timing": PROTOCOL,
+    }
+    return {**fields, "digest": digest(fields)}
+
+
+def digest(fields):
+    """sha256 (hex) of the canonical JSON of ``fields`` (a dict without ``digest``)."""
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def qbench_commit(root=SOURCE_ROOT):
+    """``git rev-parse HEAD`` of the qbench source tree, plus ``-dirty`` when a tracked file
+    has uncommitted changes; None when ``root`` is not the top of a git checkout (an
+    installed package) or git is missing."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != Path(root).resolve():
+        return None
+    head = _git(root, "rev-parse", "HEAD")
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return None if head is None else head + ("-dirty" if dirty else "")
+
+
+def _git(root, *args):
+    """stdout of ``git -C root ARGS`` stripped, or None when git fails or is missing."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -1,0 +1,65 @@
+"""Refining the nearest-rounded INT8 plans on calibration images: GPTQ weight rounding
+(``quantize.gptq``), then empirical bias correction (``quantize.bias``), each as the
+``QuantConfig`` asks. Both run the PyTorch model with fake-quantized layers
+(``diagnose.fakequant``), so a model without a module per layer keeps its plans, with a
+warning."""
+
+from ..core.errors import QBenchError, UserError
+from ..core.progress import say
+from ..data import sources as data
+
+CALIB_IMAGES = 64  # calibration images the refinements measure on, in one batch
+
+
+def refine(p, plans):
+    """(plans, info): ``plans`` refined as ``p.opts.quant`` asks, and the report's
+    ``{"weight_rounding": ..., "bias_correction": ...}`` (``"gptq (32 images)"``,
+    ``"on (32 images)"``, ``"nearest"``, ``"off"``, or why a step was skipped).
+
+    Args:
+        p: the ``prepared.Prepared`` run (model, layers, images, calibration split).
+        plans: ``quantize.rewrite.LayerPlan`` list from ``quantize.plan.make_plans``.
+    """
+    from .bias import bias_shifts, corrected
+    from .fakequant import check_modules, fake_layers
+    from .gptq import gptq_weights
+
+    quant, module, layers = p.opts.quant, p.model.module, p.layers
+    info = {"weight_rounding": quant.weight_rounding, "bias_correction": "off"}
+    if quant.weight_rounding == "nearest" and not quant.bias_correction:
+        return plans, info
+    try:
+        reasons = [plan.reason for plan in plans]
+        check_modules(module, layers, reasons, p.model.input_shape, p.opts.batch_size)
+        fakes = fake_layers(module, layers, plans)
+    except UserError as e:
+        say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")
+        skipped = f"skipped for every layer: {str(e).split(';')[0]}"
+        if quant.weight_rounding == "gptq":
+            info["weight_rounding"] = f"nearest (GPTQ {skipped})"
+        if quant.bias_correction:
+            info["bias_correction"] = skipped
+        return plans, info
+    x = calib_images(p)
+    if quant.weight_rounding == "gptq":
+        try:
+            plans, rounded = gptq_weights(module, fakes, layers, plans, x)
+            info["weight_rounding"] = f"gptq ({len(x)} images, {rounded} of {len(fakes)} layers)"
+        except QBenchError as e:
+            say(f"WARNING: GPTQ rounding failed, nearest rounding kept: {e}")
+            info["weight_rounding"] = "nearest (GPTQ failed: see the warning)"
+        fakes = fake_layers(module, layers, plans)
+    if quant.bias_correction:
+        plans = corrected(plans, layers, bias_shifts(module, fakes, x))
+        info["bias_correction"] = f"on ({len(x)} images)"
+    return plans, info
+
+
+def calib_images(p):
+    """The first ``CALIB_IMAGES`` calibration images of a ``Prepared``, preprocessed, in one
+    float32 tensor (N, C, H, W): what the refinements measure on."""
+    import torch
+
+    indices = p.split.calib[:CALIB_IMAGES]
+    (x, _), *_ = data.batches(p.images, indices, p.model.preprocess, len(indices))
+    return torch.from_numpy(x)

@@ -1,0 +1,293 @@
+"""The sign-off verdict: PASS only when every applicable check holds."""
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from ..measure.intervals import CONFIDENCE, clopper_pearson, images_needed
+from ..measure.metrics import NEAR_TIE_MARGIN, TOP5
+from ..measure.results import Check, Verdict
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sign-off thresholds: ``qbench run``'s ``--min-top1-agreement``,
+    ``--max-accuracy-drop``, ``--min-sqnr``, ``--min-cosine``, ``--min-top5-agreement``,
+    ``--min-int8-speedup``, ``--max-int8-latency-ms`` (or a ``--policy`` file's).
+
+    The fidelity defaults come from measurement: efficientnet_lite0 (ImageNet weights) on
+    llvm (AVX2), 32 calibration and 100 evaluation photos of
+    ``../shared/data/imagenet-sample``. ``--calib-mode max`` and ``percentile`` (99.999)
+    both gave INT8 logits SQNR 19.4 dB, mean cosine 0.995, top-5 agreement 94.8 %;
+    ``kl_divergence`` gave 14.1 dB, 0.980, 88.4 %. The limits (17 dB, 0.99, 90 %) pass the
+    first two with a margin and fail the third, like the 10-15 dB, 80-89 % builds that
+    passed on top-1 alone.
+
+    Attributes:
+        min_top1_agreement: lowest top-1 agreement of TVM FP32 and INT8 with PyTorch, a
+            fraction in [0, 1].
+        max_accuracy_drop: highest INT8 top-1 accuracy drop, percentage points in [0, 100].
+        min_sqnr_db: lowest SQNR of the INT8 logits against PyTorch's, dB >= 0 (identical
+            logits count as infinite SQNR).
+        min_cosine: lowest mean over images of the cosine similarity of INT8 and PyTorch
+            logits, in [-1, 1].
+        min_top5_agreement: lowest top-5 agreement of INT8 with PyTorch (share of PyTorch's
+            5 top classes found in INT8's 5), a fraction in [0, 1].
+        min_int8_speedup: lowest speed-up of TVM INT8 over TVM FP32 (FP32 median latency /
+            INT8 median latency), a factor > 0; 1.0: INT8 must not be slower. A run fails
+            it only when the whole confidence interval of the speed-up lies below it.
+        max_int8_latency_ms: highest median TVM INT8 latency of one batch, ms > 0, or None
+            (no limit).
+        min_decisive_top1_agreement: lowest INT8 top-1 agreement counting only decisive
+            flips (``compare.flips``), a fraction in [0, 1], or None (no such check).
+        near_tie_margin: PyTorch FP32's softmax top-1 minus top-2 probability under which a
+            flip is a near-tie, in [0, 1] (``compare.NEAR_TIE_MARGIN``: its measurement).
+    """
+
+    min_top1_agreement: float = 0.97
+    max_accuracy_drop: float = 1.0
+    min_sqnr_db: float = 17.0
+    min_cosine: float = 0.99
+    min_top5_agreement: float = 0.9
+    min_int8_speedup: float = 1.0
+    max_int8_latency_ms: float | None = None
+    min_decisive_top1_agreement: float | None = None
+    near_tie_margin: float = NEAR_TIE_MARGIN
+
+    @classmethod
+    def of(cls, options):
+        """The limits held by ``options`` (any object with attributes of the same names)."""
+        return cls(**{f.name: getattr(options, f.name) for f in fields(cls)})
+
+
+RANGES = {  # Limits field: (lowest, highest or None, lowest excluded)
+    "min_top1_agreement": (0, 1, False),
+    "max_accuracy_drop": (0, 100, False),
+    "min_sqnr_db": (0, None, False),
+    "min_cosine": (-1, 1, False),
+    "min_top5_agreement": (0, 1, False),
+    "min_int8_speedup": (0, None, False),  # 0: any speed passes
+    "max_int8_latency_ms": (0, None, True),
+    "min_decisive_top1_agreement": (0, 1, False),
+    "near_tie_margin": (0, 1, False),
+}
+
+
+def limit_problem(name, value):
+    """What is wrong with ``value`` for the ``Limits`` field ``name`` (e.g. ``must be a
+    finite number in [0, 1]``), or None when it is a valid limit."""
+    lo, hi, open_low = RANGES[name]
+    bad = not math.isfinite(value) or value < lo or (hi is not None and value > hi)
+    if not bad and not (open_low and value == lo):
+        return None
+    low = f"({lo}" if open_low else f"[{lo}"
+    valid = f"in {low}, {hi}]" if hi is not None else f"{'>' if open_low else '>='} {lo}"
+    return f"must be a finite number {valid}"
+
+
+def signoff(
+    results,
+    limits,
+    classes,
+    random_weights=False,
+    quantized_layers=1,
+    simulated=False,
+    speed=None,
+):
+    """Check the builds against ``limits``.
+
+    Checks: the PyTorch reference's logits are finite (agreement with NaN means nothing);
+    TVM FP32 and INT8 logits are finite; both builds reach ``limits.min_top1_agreement``
+    with PyTorch (an FP32 miss is a compiler or import fault, not quantization); INT8
+    top-5 agreement, logits SQNR and mean cosine reach their limits; the INT8 top-1
+    accuracy drop stays within ``limits.max_accuracy_drop`` where the data has labels; at
+    least one layer runs in INT8; the INT8 build is integer, not simulated; the weights are
+    not random; with ``speed``, the INT8 speed-up and latency (``_speed_checks``). A single
+    logit (``classes`` 1) has no top-1/top-5 agreement or accuracy,
+    and up to 5 classes make top-5 agreement trivially 1: those checks are recorded as not
+    applicable, and the fidelity checks (finite logits, SQNR, cosine) judge such outputs.
+
+    Args:
+        results: {runner name: ``results.RunnerResult``} (see ``pipeline._results``).
+        limits: the thresholds, a ``Limits``.
+        classes: K of the (N, K) logits, >= 1.
+        random_weights: the model runs on random initialisation; such a run is never
+            signed off (its agreement says nothing about the trained model).
+        quantized_layers: number of layers built in INT8.
+        simulated: the INT8 graph is fake-quantized FP32 (``--simulate``); never signed off,
+            and its speed checks do not apply.
+        speed: the run's ``results.Speed`` (``speed.speed``), or None: a run not timed, without
+            speed checks.
+
+    Returns:
+        ``results.Verdict``: ``verdict`` ("PASS"/"FAIL") and ``checks`` (``results.Check``:
+        name, value, op, limit, passed, unit). ``passed`` is True, False, or None for a check
+        that does not apply (its ``value`` is None and ``detail`` says why). ``unit`` says
+        how to read value and limit: ``"fraction"`` (in [0, 1], shown as %), ``"points"``
+        (percentage points), ``"dB"``, ``"cosine"`` (in [-1, 1]), ``"count"``,
+        ``"speed-up"`` (a factor; the check also sets ``ci_low``, ``ci_high`` and
+        ``confidence``), ``"ms"``, or ``"flag"`` (1 yes, 0 no; ``detail`` says why).
+    """
+    ref, int8 = results["pytorch_fp32"].metrics, results["tvm_int8"].metrics
+    reference = ref.get("nonfinite_logits", 0)
+    checks = [_check("PyTorch FP32 non-finite logits", reference, "<=", 0, "count")]
+    for name in ("tvm_fp32", "tvm_int8"):
+        m, label = results[name].metrics, name.removeprefix("tvm_").upper()
+        checks.append(_check(f"{label} non-finite logits", m["nonfinite_logits"], "<=", 0, "count"))
+        checks.append(
+            _ranking(f"{label} top-1 agreement", m, limits.min_top1_agreement, classes, 1)
+        )
+    checks.append(_ranking("INT8 top-5 agreement", int8, limits.min_top5_agreement, classes, TOP5))
+    if limits.min_decisive_top1_agreement is not None:
+        checks.append(_decisive(int8, limits, classes))
+    checks += _fidelity(int8, limits)
+    if "top1_accuracy" in int8:
+        checks.append(_accuracy_drop(ref, int8, limits.max_accuracy_drop, classes))
+    checks.append(_check("layers built in INT8", quantized_layers, ">=", 1, "count"))
+    if speed is not None:
+        checks += _speed_checks(speed, results, limits, simulated)
+    if simulated:
+        checks.append(
+            _flag(
+                "integer INT8 build",
+                "simulated (fake-quantized FP32): proves nothing about the integer build",
+            )
+        )
+    if random_weights:
+        checks.append(_flag("trained weights", "random initialisation"))
+    verdict = "FAIL" if any(c.passed is False for c in checks) else "PASS"
+    return Verdict(verdict, tuple(checks))
+
+
+SPEEDUP, LATENCY = "INT8 speed-up over TVM FP32", "INT8 median latency"
+
+
+def _speed_checks(speed, results, limits, simulated):
+    """The INT8 speed-up over TVM FP32 (the inverse of the ``tvm_int8/tvm_fp32`` latency
+    ratio; its confidence interval inverted likewise, exact for the bootstrap percentile
+    interval) and, with ``limits.max_int8_latency_ms``, the INT8 median latency of one
+    batch, ms (``results["tvm_int8"].latency.median_ms``).
+
+    The speed-up fails only when the interval's high end (its best case) is below
+    ``limits.min_int8_speedup``: noise alone cannot fail a run. Neither applies to a
+    simulated (fake-quantized FP32) build.
+    """
+    lat = limits.max_int8_latency_ms
+    if simulated:
+        why = "simulated (fake-quantized FP32): its speed says nothing of INT8"
+        checks = [_not_applicable(SPEEDUP, ">=", limits.min_int8_speedup, "speed-up", why)]
+        if lat is not None:
+            checks.append(_not_applicable(LATENCY, "<=", lat, "ms", why))
+        return checks
+    r = speed.ratios["tvm_int8/tvm_fp32"]
+    low, high = 1 / r.ci_high, 1 / r.ci_low
+    check = _check(SPEEDUP, 1 / r.ratio, ">=", limits.min_int8_speedup, "speed-up")
+    passed = round(high, 6) >= limits.min_int8_speedup
+    within = passed and check.value < limits.min_int8_speedup
+    check = replace(
+        check,
+        passed=passed,
+        ci_low=round(low, 6),
+        ci_high=round(high, 6),
+        confidence=r.confidence,
+        detail="below the limit, but within the confidence interval" if within else None,
+    )
+    checks = [check]
+    if lat is not None:
+        int8_ms = results["tvm_int8"].latency.median_ms
+        checks.append(_check(LATENCY, int8_ms, "<=", lat, "ms"))
+    return checks
+
+
+def _ranking(name, metrics, limit, classes, k):
+    """A top-``k`` agreement check; not applicable to a single logit, nor for k > 1 to at
+    most k classes (every class is then in the top k)."""
+    key = f"top{k}_agreement"
+    if classes == 1:
+        return _not_applicable(name, ">=", limit, "fraction", "a single output logit")
+    if k > 1 and classes <= k:
+        return _not_applicable(
+            name, ">=", limit, "fraction", f"{classes} classes: always in the top {k}"
+        )
+    check = _check(name, metrics[key], ">=", limit, "fraction")
+    if f"{key}_total" not in metrics:  # metrics without counts: no interval
+        return check
+    images = metrics[f"{key}_total"] // k  # top-5 counts 5 classes an image
+    return with_interval(check, round(metrics[key] * images), images)
+
+
+def _decisive(int8, limits, classes):
+    """INT8 top-1 agreement with near-tie flips forgiven (``compare.flips``)."""
+    name = f"INT8 decisive top-1 agreement (margin {limits.near_tie_margin:g})"
+    limit = limits.min_decisive_top1_agreement
+    if classes == 1:
+        return _not_applicable(name, ">=", limit, "fraction", "a single output logit")
+    if "decisive_top1_agreement" not in int8:
+        return _valueless(
+            name, ">=", limit, "fraction", False, "not computed: INT8 logits are not finite"
+        )
+    check = _check(name, int8["decisive_top1_agreement"], ">=", limit, "fraction")
+    images = int8["decisive_top1_agreement_total"]
+    return with_interval(check, int8["decisive_top1_agreement_count"], images)
+
+
+def with_interval(check, count, images):
+    """``check`` (an agreement fraction over ``images``, ``count`` of them agreeing) with its
+    95 % Clopper-Pearson interval, its sample and the images its limit needs
+    (``intervals``). A top-5 agreement is counted per image here (its share of PyTorch's 5
+    classes, rounded), as images, not class slots, are the independent trials."""
+    low, high = clopper_pearson(count, images)
+    return replace(
+        check,
+        ci_low=round(low, 6),
+        ci_high=round(high, 6),
+        confidence=CONFIDENCE,
+        sample=images,
+        needed=images_needed(check.limit),
+    )
+
+
+def _fidelity(int8, limits):
+    """INT8 logits SQNR (dB; identical logits count as infinite) and mean cosine against
+    PyTorch's. Both are absent when the INT8 logits are not finite: the checks then fail."""
+    checks = (
+        ("INT8 logits SQNR", "sqnr_db", limits.min_sqnr_db, "dB"),
+        ("INT8 logits cosine", "cosine", limits.min_cosine, "cosine"),
+    )
+    if "cosine" not in int8:
+        why = "not computed: INT8 logits are not finite"
+        return [_valueless(name, ">=", limit, unit, False, why) for name, _, limit, unit in checks]
+    values = {
+        "sqnr_db": float("inf") if int8["sqnr_db"] is None else int8["sqnr_db"],
+        "cosine": int8["cosine"],
+    }
+    return [_check(name, values[key], ">=", limit, unit) for name, key, limit, unit in checks]
+
+
+def _accuracy_drop(ref, int8, limit, classes):
+    name = "INT8 top-1 accuracy drop"
+    if classes == 1:
+        return _not_applicable(name, "<=", limit, "points", "a single output logit")
+    drop = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
+    return _check(name, drop, "<=", limit, "points")
+
+
+def _flag(name, detail):
+    """A failing yes/no check (value 0 = no), ``detail`` saying why."""
+    return replace(_check(name, 0, ">=", 1, "flag"), detail=detail)
+
+
+def _not_applicable(name, op, limit, unit, why):
+    return _valueless(name, op, limit, unit, None, f"not applicable: {why}")
+
+
+def _valueless(name, op, limit, unit, passed, detail):
+    """A check without a value: ``passed`` None (not applicable) or False; ``detail`` why."""
+    return Check(name, None, op, limit, passed, unit, detail=detail)
+
+
+def _check(name, value, op, limit, unit):
+    """A check of ``value`` rounded to 6 decimals, the value the report shows: float noise
+    (100 x (0.90 - 0.89) = 1.0000000000000009 points) neither fails nor passes a limit."""
+    value = round(float(value), 6)
+    passed = value >= limit if op == ">=" else value <= limit
+    return Check(name, value, op, limit, bool(passed), unit)
