@@ -75,7 +75,7 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tvm.target import codegen
 
-    from qbench.report.render import cpu_name
+    from qbench.report.assemble import cpu_name
 
     peaks = measure(args.threads)
     rows = []

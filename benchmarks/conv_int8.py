@@ -23,7 +23,7 @@ from qbench.compile import build, targets
 from qbench.compile.kernels import layout, select
 from qbench.compile.kernels.conv2d import requantized_conv, requantized_conv_u8
 from qbench.measure.runners import time_samples
-from qbench.report.render import cpu_name
+from qbench.report.assemble import cpu_name
 
 
 def median_ms(fn, warmup=10, repeat=50):

@@ -18,9 +18,10 @@ import torch
 
 import qbench.quantize.fakequant as fakequant
 from qbench.compile import build
-from qbench.pipeline.engine import full_batches, prepare
+from qbench.data import full_batches
+from qbench.pipeline.engine import prepare
 from qbench.quantize import QuantConfig
-from qbench.report.render import cpu_name
+from qbench.report.assemble import cpu_name
 
 
 def sqnr_db(ref, x):

@@ -20,9 +20,10 @@ import latency
 import numpy as np
 
 from qbench.compile import build, targets
-from qbench.pipeline.engine import full_batches, graphs, prepare
+from qbench.data import full_batches
+from qbench.pipeline.engine import graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report.render import cpu_name
+from qbench.report.assemble import cpu_name
 
 
 def in_model_ms(vm, data, runs=10, warmup=3):

@@ -29,12 +29,14 @@ import numpy as np
 from tabulate import tabulate
 
 from qbench.compile import build, targets, tuning
+from qbench.data import full_batches
 from qbench.measure import timing
 from qbench.measure.runners import TorchRunner, TVMRunner
 from qbench.model import graph
-from qbench.pipeline.engine import RunOptions, full_batches, graphs, prepare
+from qbench.pipeline.engine import RunOptions, graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report.render import cpu_name, int8_kernels_line
+from qbench.report.assemble import cpu_name
+from qbench.report.lines import int8_kernels_line
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 

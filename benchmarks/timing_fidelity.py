@@ -25,11 +25,12 @@ from latency import bench_options, grid_parser
 from tabulate import tabulate
 
 from qbench.compile import build, targets
+from qbench.data import full_batches
 from qbench.measure import speed, timing
 from qbench.measure.runners import TorchRunner, TVMRunner, time_samples
-from qbench.pipeline.engine import full_batches, graphs, prepare
+from qbench.pipeline.engine import graphs, prepare
 from qbench.quantize import QuantConfig
-from qbench.report.render import cpu_name
+from qbench.report.assemble import cpu_name
 
 
 def qbench_runners(model_name, batch, args):

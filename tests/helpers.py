@@ -7,7 +7,7 @@ import torch
 
 from qbench.calibration.calibrate import calibrate_module
 from qbench.compile import build, targets
-from qbench.measure.runners import TVMRunner
+from qbench.measure.runners import TVMRunner, observer_runner
 from qbench.model import frontend, graph, zoo
 from qbench.quantize import QuantConfig
 from qbench.quantize.plan import make_plans
@@ -58,7 +58,8 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     imported = frontend.import_model(loaded(module, shape), n)
     layers = graph.find_layers(imported.mod, imported.layer_names)
     batches = [(np.asarray(x, np.float32), n) for x in calib]
-    ranges = calibrate_module(imported.mod, layers, batches, config, LLVM, shape, n)
+    observer = observer_runner(imported.mod, LLVM, shape, n)
+    ranges = calibrate_module(observer, imported.mod, layers, batches, config)
     plans = make_plans(layers, ranges, config)
     int8 = rewrite(imported.mod, plans, config.simulate)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)

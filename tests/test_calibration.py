@@ -166,6 +166,7 @@ def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_vali
     from helpers import LLVM, loaded
 
     from qbench.calibration.calibrate import calibrate_module
+    from qbench.measure.runners import observer_runner
     from qbench.model import frontend, graph
     from qbench.quantize import QuantConfig
 
@@ -174,7 +175,8 @@ def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_vali
     imported = frontend.import_model(loaded(_Tokens(), x.shape[1:]), 2)
     layers = graph.find_layers(imported.mod, imported.layer_names)
     config = QuantConfig(calib_mode="max", skip_first=False)
-    ranges = calibrate_module(imported.mod, layers, [(x, n_valid)], config, LLVM, x.shape[1:], 2)
+    observer = observer_runner(imported.mod, LLVM, x.shape[1:], 2)
+    ranges = calibrate_module(observer, imported.mod, layers, [(x, n_valid)], config)
     (r,) = ranges.values()
     real = x[:n_valid]
     assert r.observed_min == pytest.approx(float(real.min()))

@@ -14,11 +14,11 @@ from helpers import quantize_tiny, shipped_database, torch_out
 from PIL import Image
 from torch import nn
 
+from qbench import data
 from qbench.cli.main import main
 from qbench.compile import dbfiles, tuning
 from qbench.compile.targets import Llvm
 from qbench.core.errors import UnsupportedModelError, UserError
-from qbench.data import sources as data
 from qbench.model import frontend
 from qbench.quantize.plan import INT32_MAX, accumulator_bound, overflow_reason
 

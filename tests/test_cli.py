@@ -100,7 +100,7 @@ def _foreign_cpu_target():
     the first feature the refusal names; skipped on a host that runs it."""
     from helpers import LLVM
 
-    from qbench.compile.targets import has_feature
+    from qbench.compile.features import has_feature
 
     lacking = [f for f in ("avx512f", "avx512vnni", "avxvnni") if not has_feature(LLVM, f)]
     return pytest.param(
@@ -476,14 +476,14 @@ def test_ctrl_c_that_tvm_turns_into_its_own_error_exits_130(monkeypatch, capsys,
         except KeyboardInterrupt:
             raise RuntimeError("error from TVM") from None
 
-    monkeypatch.setattr(cli, "_models", lambda *_: converted())
+    monkeypatch.setitem(cli.COMMANDS, "models", lambda *_: converted())
     assert main(["models"]) == 130
     assert "qbench: interrupted" in capsys.readouterr().err
 
     def bug(*_):
         raise RuntimeError("a real bug")
 
-    monkeypatch.setattr(cli, "_models", bug)
+    monkeypatch.setitem(cli.COMMANDS, "models", bug)
     assert main(["models"]) == 3  # without a Ctrl-C the same error is an internal error
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from qbench import data
 from qbench.core.errors import UserError
-from qbench.data import sources as data
 from qbench.model.zoo import Preprocess
 
 PRE = Preprocess(resize=36, crop=32)

@@ -14,7 +14,7 @@ from torch import nn
 
 from qbench.cli.main import main
 from qbench.core.errors import UserError
-from qbench.data.sources import holdout, split
+from qbench.data.splits import holdout, split
 from qbench.diagnose.analysis import as_rows, diagnose, fallback
 from qbench.diagnose.plots import input_histograms
 from qbench.quantize.bias import bias_shifts

@@ -11,7 +11,8 @@ from scipy.stats import beta
 
 from qbench.measure.metrics import compare_logits, flips, softmax_margin
 from qbench.measure.results import RunResult
-from qbench.report.render import decisive_table, flip_lines, render_markdown
+from qbench.report.markdown import render_markdown
+from qbench.report.tables import decisive_table, flip_lines
 from qbench.signoff.checks import Limits, signoff
 
 HERE = Path(__file__).parent

@@ -1,4 +1,4 @@
-"""BatchNorm folding (``qbench.fold``): every folded graph computes what the PyTorch eval
+"""BatchNorm folding (``qbench.model.fold``): every folded graph computes what the PyTorch eval
 model computes and holds no batch_norm; a conv -> BatchNorm folds to exactly the graph of
 TVM's own FoldBatchnormToConv2D + FoldConstant path."""
 

@@ -25,7 +25,7 @@ import pytest
 
 from qbench.measure.results import RunResult, Verdict
 from qbench.report.html import render_html
-from qbench.report.render import write_reports
+from qbench.report.write import write_reports
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"

@@ -34,7 +34,7 @@ def _verdict(n_images, misses=0):
 
 
 def test_a_pass_on_too_few_images_says_what_it_cannot_show():
-    from qbench.report.render import unshown_words
+    from qbench.report.lines import unshown_words
 
     verdict = _verdict(14)
     assert verdict.verdict == "PASS" and not verdict.to_json()["shown"]
@@ -56,7 +56,7 @@ def test_enough_images_with_misses_are_not_shown_when_the_interval_reaches_below
     reaches below the limit: 130 >= 122 images, yet the limit is not shown."""
     from scipy.stats import beta
 
-    from qbench.report.render import unshown_words
+    from qbench.report.lines import unshown_words
 
     verdict = _verdict(130, misses=2)
     check = next(c for c in verdict.checks if c.name == "INT8 top-1 agreement")
@@ -70,7 +70,7 @@ def test_enough_images_with_misses_are_not_shown_when_the_interval_reaches_below
 
 def test_html_verdict_box_and_signoff_table_say_not_shown():
     from qbench.report.html import verdict_block
-    from qbench.report.render import signoff_table
+    from qbench.report.tables import signoff_table
 
     verdict = _verdict(14)
     box = verdict_block(verdict)
@@ -87,7 +87,7 @@ def test_every_agreement_and_accuracy_figure_carries_its_interval():
     """compare_logits adds ``<key>_ci95`` over the images (top-5 too); the runner table
     prints it beside the counts."""
     from qbench.measure.metrics import compare_logits
-    from qbench.report.render import percent_with_counts
+    from qbench.report.tables import percent_with_counts
 
     rng = np.random.default_rng(1)
     ref = rng.standard_normal((20, 10))

@@ -6,9 +6,9 @@ import torch
 from helpers import LLVM, loaded, run_tvm, torch_out
 
 from qbench.compile import build
+from qbench.compile.features import has_feature
 from qbench.compile.kernels.conv2d_fp32 import ic_block, pack_weight
 from qbench.compile.kernels.select import KERNEL_PATHS, select_kernels
-from qbench.compile.targets import has_feature
 from qbench.model import frontend
 
 

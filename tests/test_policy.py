@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from qbench.cli.main import _options, _parser, main
+from qbench.cli.main import _parser, main
+from qbench.cli.runopts import run_options
 from qbench.signoff import policy
 from qbench.signoff.checks import Limits
 
@@ -52,7 +53,7 @@ def test_the_most_specific_table_wins(policy_file):
 
 def test_a_flag_beats_the_policy_which_beats_the_builtin_default(policy_file):
     argv = ["run", "--model", "resnet18", "--policy", str(policy_file)]
-    opts = _options(_parser().parse_args([*argv, "--min-int8-speedup", "1.5"]))
+    opts = run_options(_parser().parse_args([*argv, "--min-int8-speedup", "1.5"]))
     assert Limits.of(opts) == Limits(
         min_top1_agreement=0.99,  # [models.resnet18]
         max_accuracy_drop=0.5,
@@ -65,7 +66,7 @@ def test_a_flag_beats_the_policy_which_beats_the_builtin_default(policy_file):
         "from": "models.resnet18.targets.llvm",
     }
     assert opts.policy["target_kind"] == "llvm" and opts.policy["path"] == str(policy_file)
-    assert _options(_parser().parse_args(["run", "--model", "resnet18"])).policy is None
+    assert run_options(_parser().parse_args(["run", "--model", "resnet18"])).policy is None
 
 
 BAD = [
@@ -142,9 +143,11 @@ def test_a_file_model_matches_its_table_from_any_folder_and_a_miss_is_named(tmp_
     path = tmp_path / "p.toml"
     path.write_text('[models."m.py:build"]\nmin_cosine = 0.5\n[models.vgg13]\nmin_cosine = 0.6\n')
     for spelling in ("m.py:build", "./m.py:build", str(tmp_path / "sub" / "m.py:build")):
-        opts = _options(_parser().parse_args(["run", "--model", spelling, "--policy", str(path)]))
+        opts = run_options(
+            _parser().parse_args(["run", "--model", spelling, "--policy", str(path)])
+        )
         assert opts.min_cosine == 0.5 and opts.policy["unmatched"] is None
-    opts = _options(_parser().parse_args(["run", "--model", "vgg11", "--policy", str(path)]))
+    opts = run_options(_parser().parse_args(["run", "--model", "vgg11", "--policy", str(path)]))
     assert opts.min_cosine == Limits.min_cosine
     assert opts.policy["unmatched"] == (
         "no [models.'vgg11'] table, so [defaults] apply; the file names: m.py:build, vgg13"

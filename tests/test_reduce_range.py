@@ -6,8 +6,8 @@ import torch
 from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench.compile import build
+from qbench.compile.features import has_feature
 from qbench.compile.kernels.select import kernel_paths, select_kernels
-from qbench.compile.targets import has_feature
 from qbench.quantize.gptq import gptq_round
 from qbench.quantize.params import quantize_weight
 

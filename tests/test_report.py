@@ -41,7 +41,8 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from qbench.measure.metrics import latency_stats
     from qbench.measure.results import Latency, RunnerResult
     from qbench.measure.runners import TVMRunner
-    from qbench.report.render import _graph, latency_table
+    from qbench.report.assemble import _graph
+    from qbench.report.tables import latency_table
 
     torch.manual_seed(7)
     model = nn.Sequential(
@@ -218,7 +219,7 @@ def _row(text, title):
 
 
 def test_agreement_and_accuracy_are_percentages_with_counts(report):
-    from qbench.report.render import accuracy_table
+    from qbench.report.tables import accuracy_table
 
     table = accuracy_table(report, "simple")
     int8, fp32, ref = (_row(table, t) for t in ("TVM INT8", "TVM FP32", "PyTorch FP32"))
@@ -231,7 +232,7 @@ def test_agreement_and_accuracy_are_percentages_with_counts(report):
 
 
 def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
-    from qbench.report.render import latency_table
+    from qbench.report.tables import latency_table
 
     table = latency_table(report.results, "simple")
     assert _row(table, "PyTorch FP32").endswith("3.00x slower")  # 12.0 / 4.0
@@ -243,7 +244,7 @@ def test_latency_ratios_say_slower_or_faster_than_tvm_fp32(report):
 def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
     """--simulate builds fake-quantized FP32: its latency row says so and draws no INT8
     speed conclusion."""
-    from qbench.report.render import latency_table
+    from qbench.report.tables import latency_table
 
     int8, fp32 = report.results["tvm_int8"], report.results["tvm_fp32"]
     slow = replace(int8, samples_ms=tuple(2 * s for s in fp32.samples_ms))  # 2x every round
@@ -256,7 +257,7 @@ def test_a_simulated_int8_latency_is_not_presented_as_int8(report):
 
 
 def test_signoff_values_are_in_the_units_of_their_limits(report):
-    from qbench.report.render import signoff_table
+    from qbench.report.tables import signoff_table
 
     table = signoff_table(report.signoff, "simple")
     assert "87.6 %" in _row(table, "INT8 top-1 agreement")
@@ -269,7 +270,7 @@ def test_signoff_values_are_in_the_units_of_their_limits(report):
 
 
 def test_a_failing_value_never_looks_equal_to_its_limit():
-    from qbench.report.render import check_value_and_limit
+    from qbench.report.tables import check_value_and_limit
 
     check = Check("INT8 top-1 agreement", 0.9699, ">=", 0.97, False, "fraction")
     assert check_value_and_limit(check) == ("96.99 %", ">= 97.00 %")
@@ -280,7 +281,7 @@ def test_a_failing_value_never_looks_equal_to_its_limit():
 
 
 def test_added_ops_are_words_most_frequent_first(report):
-    from qbench.report.render import added_ops_words
+    from qbench.report.lines import added_ops_words
 
     text = added_ops_words(report.graph["int8_added_ops"])
     assert text.startswith("INT8 graph adds 12 dtype casts, 12 quantizes, 2 where, 1 pad (")
@@ -288,7 +289,8 @@ def test_added_ops_are_words_most_frequent_first(report):
 
 
 def test_written_report_is_readable_and_json_keeps_its_keys(report, report_json, tmp_path):
-    from qbench.report.render import render_console, write_reports
+    from qbench.report.markdown import render_console
+    from qbench.report.write import write_reports
 
     out = write_reports(report, tmp_path)
     assert json.loads((out / "report.json").read_text()) == report_json
@@ -301,7 +303,7 @@ def test_written_report_is_readable_and_json_keeps_its_keys(report, report_json,
 
 
 def test_environment_line_names_cpu_threads_versions_and_target():
-    from qbench.report.render import environment_line
+    from qbench.report.lines import environment_line
 
     env = {
         "cpu": "AMD EPYC", "machine": "x86_64", "threads": 2, "qbench": "0.1.0",
@@ -315,7 +317,7 @@ def test_environment_line_names_cpu_threads_versions_and_target():
 
 
 def test_int8_kernel_paths_are_named_with_the_cpu_class():
-    from qbench.report.render import int8_kernels_line
+    from qbench.report.lines import int8_kernels_line
 
     info = {"cpu_class": "AVX2", "paths": {"conv2d avx2": 48, "conv2d default": 2}}
     assert int8_kernels_line(info) == (
@@ -326,7 +328,7 @@ def test_int8_kernel_paths_are_named_with_the_cpu_class():
 
 def test_environment_line_names_the_timing_protocol_and_its_settings():
     from qbench.measure import timing
-    from qbench.report.render import environment_line
+    from qbench.report.lines import environment_line
 
     env = {
         "cpu": "AMD EPYC",
@@ -348,7 +350,7 @@ def test_environment_line_names_the_timing_protocol_and_its_settings():
 
 def test_precision_names_the_requantize_scheme_and_simulation():
     from qbench.quantize import QuantConfig
-    from qbench.report.render import _precision
+    from qbench.report.assemble import _precision
 
     built, simulated = _precision(QuantConfig()), _precision(QuantConfig(simulate=True))
     assert built["integer_ops"].startswith("conv2d, matmul: uint8 x int8 -> int32")

@@ -16,6 +16,7 @@ import pytest
 from rpcfarm import start_farm
 from test_rpc import MODELS
 
+from qbench import data
 from qbench.cli.main import main
 from qbench.compile import build, targets
 from qbench.pipeline import engine as pipeline
@@ -99,7 +100,7 @@ def test_the_arm_int8_build_under_qemu_gives_the_integer_reference_logits(tmp_pa
         arm = build.build(p.int8_mod, p.target, (), p.device, "int8")
         host = targets.Llvm.host(1)
         reference = build.compile(p.int8_mod, host, (), hand_kernels=False)
-        x, _ = next(pipeline.full_batches(p.images, p.split.eval, p.model, 4))
+        x, _ = next(data.full_batches(p.images, p.split.eval, p.model, 4))
         got = arm.vm["main"](_tensor(x, p.device.tvm_device())).numpy()
         want = _run_here(reference, x)
     finally:

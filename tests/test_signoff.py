@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from qbench.cli.main import _options, _parser, main
+from qbench.cli.main import _parser, main
+from qbench.cli.runopts import run_options
 from qbench.measure.metrics import compare_logits
 from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
 from qbench.signoff.checks import Limits, signoff
@@ -224,7 +225,7 @@ def test_up_to_five_classes_have_no_top5_check():
 
 
 def test_the_signoff_table_shows_units_and_not_applicable_checks():
-    from qbench.report.render import signoff_table
+    from qbench.report.tables import signoff_table
 
     results = _compared(SINGLE, SINGLE_INT8)
     verdict = signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)
@@ -260,10 +261,10 @@ def test_bad_signoff_limits_exit_2_naming_the_flag_and_range(tmp_path, capsys, f
 
 
 def test_signoff_flags_reach_the_run_options_with_limits_defaults():
-    opts = _options(_parser().parse_args(["run", "--model", "resnet18"]))
+    opts = run_options(_parser().parse_args(["run", "--model", "resnet18"]))
     assert Limits.of(opts) == Limits()
     args = "--min-sqnr 25 --min-cosine 0.995 --min-top5-agreement 0.95".split()
-    opts = _options(_parser().parse_args(["run", "--model", "resnet18", *args]))
+    opts = run_options(_parser().parse_args(["run", "--model", "resnet18", *args]))
     assert (opts.min_sqnr_db, opts.min_cosine, opts.min_top5_agreement) == (25.0, 0.995, 0.95)
 
 
@@ -336,7 +337,7 @@ def test_speed_checks_of_a_simulated_build_do_not_apply():
 
 
 def test_the_signoff_table_shows_the_speed_up_with_its_ci():
-    from qbench.report.render import signoff_table
+    from qbench.report.tables import signoff_table
 
     out = signoff(
         _timed(12.0),
@@ -365,8 +366,8 @@ def test_bad_speed_limits_exit_2(tmp_path, capsys, flag, value, text):
 
 
 def test_speed_flags_reach_the_run_options():
-    opts = _options(_parser().parse_args(["run", "--model", "resnet18"]))
+    opts = run_options(_parser().parse_args(["run", "--model", "resnet18"]))
     assert (opts.min_int8_speedup, opts.max_int8_latency_ms) == (1.0, None)
     args = "--min-int8-speedup 1.2 --max-int8-latency-ms 80".split()
-    opts = _options(_parser().parse_args(["run", "--model", "resnet18", *args]))
+    opts = run_options(_parser().parse_args(["run", "--model", "resnet18", *args]))
     assert Limits.of(opts) == Limits(min_int8_speedup=1.2, max_int8_latency_ms=80.0)

@@ -6,6 +6,7 @@ import torch
 from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench.compile import build, lowering, tuning
+from qbench.compile.features import has_feature
 from qbench.compile.kernels import layout
 from qbench.compile.kernels.conv2d import register_block
 from qbench.compile.kernels.intrin import (
@@ -15,7 +16,6 @@ from qbench.compile.kernels.intrin import (
     register_x86_intrinsics,
 )
 from qbench.compile.kernels.select import KERNEL_PATHS, kernel_paths, select_kernels
-from qbench.compile.targets import has_feature
 
 
 def test_stock_intrinsic_detected_and_replaced():

@@ -1,5 +1,6 @@
-"""Baselines: keep accepted runs (``store``), compare a run with one (``stats``,
-``comparison``), and show stored runs over time (``history``); ``command`` holds the CLI.
+"""Baselines: keep accepted runs (``store``, ``validate``), compare a run with one
+(``stats``, ``comparison``), and show stored runs over time (``history``); the commands are
+``cli.baseline``.
 
 After asv (airspeed velocity): results stored per machine as versioned JSON with their raw
 samples; a change counts only past a ratio factor and when statistically significant; a

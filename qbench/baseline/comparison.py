@@ -25,7 +25,7 @@ import json
 import numpy as np
 from tabulate import tabulate
 
-from ..report.render import RUNNER_TITLES
+from ..report.tables import RUNNER_TITLES
 from . import stats
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"

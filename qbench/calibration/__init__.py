@@ -1,4 +1,7 @@
-"""Calibration: activation ranges from FP32 runs (collect per batch, compute once)."""
+"""Calibration: takes the FP32 graph's observed activations on the calibration batches and
+gives each tensor's range (``Range``) by the chosen mode: max, percentile, KL entropy or
+global scale (``collectors``; the modes of TVM's ``relay.quantize``). Ranges are collected
+per batch and computed once; ``calibrate`` caches them."""
 
 from .collectors import MODES, Range, make_collector
 

@@ -52,48 +52,28 @@ def save_cached(cache_dir, key, ranges, meta):
     )
 
 
-def calibrate_module(
-    mod, layers, batches, config, target, input_shape, batch_size, total=None, databases=()
-):
-    """Build the observer graph of ``mod`` for ``target`` and compute each layer's input range
-    and each residual output's (``graph.residual_outputs``) and pooled input's
-    (``graph.global_pools`` read by a layer).
+def calibrate_module(observer, mod, layers, batches, config, total=None):
+    """Compute each layer's input range of ``mod``, and each residual output's
+    (``graph.residual_outputs``) and pooled input's (``graph.global_pools`` read by a layer),
+    from the activations ``observer`` returns.
 
     Args:
+        observer: a runner of ``graph.observer_module(mod)`` (``runners.observer_runner``:
+            built for the target the ranges are measured on).
         mod: FP32 ``tvm.IRModule`` (``frontend.import_model``).
         layers: its ``graph.Layer`` list.
         batches: iterable of (x, n_valid): x float32 (batch_size, C, H, W), rows past
             n_valid are padding and ignored.
         config: ``QuantConfig`` (mode and parameters).
-        target: TVM target dict.
-        input_shape: (C, H, W).
-        batch_size: static N the graph was exported with.
         total: number of batches, for the progress bar.
-        databases: tuning database folders applied to the observer build.
 
     Returns:
         ``Range`` by layer name, by ``ResidualOutput.range_name(layer name)`` for the
         residual output of a layer, and by ``GlobalPool.range_name(layer name)`` for the
         input of the global average pool a layer reads.
     """
-    from ..compile import build
-    from ..compile.targets import device_for
-    from ..measure.runners import TVMRunner
-    from ..model.graph import (
-        GlobalPool,
-        ResidualOutput,
-        global_pools,
-        observer_module,
-        residual_outputs,
-    )
+    from ..model.graph import GlobalPool, ResidualOutput, global_pools, residual_outputs
 
-    observer = TVMRunner(
-        build.build(observer_module(mod), target, databases).vm,
-        device_for(target),
-        batch_size,
-        input_shape,
-        "observer",
-    )
     names = [layer.name for layer in layers]
     names += [ResidualOutput.range_name(names[r.layer]) for r in residual_outputs(mod)]
     names += [

@@ -164,8 +164,8 @@ class KLCollector(HistogramCollector):
 
     Clipping is judged by the probability of the clipped values, not by how far they move:
     on efficientnet_lite0 the threshold of the ReLU6 inputs of the last project convs is
-    3.4-4.2 of an observed 6.0, which costs 5.5 dB of logits SQNR against ``max`` (README,
-    calibration modes). NVIDIA pytorch-quantization's entropy calibrator
+    3.4-4.2 of an observed 6.0, which costs 5.5 dB of logits SQNR against ``max``
+    (docs/quantization.md, Modes). NVIDIA pytorch-quantization's entropy calibrator
     (``calib/histogram.py``, ``_compute_amax_entropy``) gives the same thresholds, so the
     default mode is ``percentile`` (``quantize.QuantConfig``).
     """

@@ -8,12 +8,12 @@ from ..baseline import comparison, history, store
 from ..core.atomic import check_writable, write_json
 from ..core.errors import UserError
 from ..model.zoo import model_id
+from .exits import EXIT_FAIL, EXIT_NO_BASELINE, EXIT_PASS
 
-EXIT_OK, EXIT_REGRESSION, EXIT_NO_BASELINE = 0, 1, 4
 DEFAULT_STORE = "baselines"
 
 
-def add_commands(command):
+def add_parser(command):
     """Add ``baseline``, ``compare`` and ``history`` through ``command(name, help)`` (the CLI's
     sub-parser factory)."""
     b = command("baseline", "keep accepted runs as baselines in a store (a folder)")
@@ -76,7 +76,7 @@ def run_baseline(args):
         "--store", args.store, lambda: store.save(report, args.store, args.report, args.accept_fail)
     )
     print(f"baseline saved: {path}" if written else f"baseline already stored, unchanged: {path}")
-    return EXIT_OK
+    return EXIT_PASS
 
 
 def _written(flag, path, write):
@@ -152,7 +152,7 @@ def run_compare(args):
     _write_json(args.json, base_path, result)
     if not result["comparable"]:
         return EXIT_NO_BASELINE
-    return EXIT_REGRESSION if result["regression"] else EXIT_OK
+    return EXIT_FAIL if result["regression"] else EXIT_PASS
 
 
 def _write_json(path, base_path, result):
@@ -185,4 +185,4 @@ def run_history(args):
     title = f"{model} on {args.target}"
     _written("--png", png, lambda: history.write_plot(points, png, title))
     print(f"\nplot: {png}")
-    return EXIT_OK
+    return EXIT_PASS

@@ -11,15 +11,6 @@ It follows the steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline``.
 SCHEDULE_COUNTS = "qbench_schedules"  # module attr: kernels by schedule source
 
 
-def register_columns(target):
-    """Output columns the packed convs accumulate in registers per tile: 14 with AVX-512's 32
-    zmm registers, 6 with 16 ymm (each column takes 2 ymm of 16 lanes)."""
-    from .kernels.conv2d import AVX2_REGISTER_COLUMNS, REGISTER_COLUMNS
-    from .targets import has_feature
-
-    return REGISTER_COLUMNS if has_feature(target, "avx512f") else AVX2_REGISTER_COLUMNS
-
-
 def cpu_pipeline(target, database=None, fallback=True, hand_kernels=True):
     """A module pass lowering a Relax module for the llvm ``target`` (dict).
 

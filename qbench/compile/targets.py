@@ -6,7 +6,6 @@ its device, its CPU features and its lowering pipeline. Adding a target kind is 
 here and one entry in ``KINDS``.
 """
 
-import functools
 import json
 import re
 
@@ -266,25 +265,3 @@ def _remote_target(text, threads, device):
 def device_for(target):
     """The TVM device of a target dict (CPU for llvm, GPU 0 for cuda)."""
     return kind_of(target).device()
-
-
-def has_feature(target, feature):
-    """True when ``target`` (a dict or ``tvm.target.Target``) is an llvm CPU with the LLVM
-    ``feature`` (e.g. ``avx2``, ``avx512vnni``, ``dotprod``)."""
-    import tvm
-    from tvm.target import codegen
-
-    if not isinstance(target, tvm.target.Target):
-        target = _tvm_target(json.dumps(target, sort_keys=True))
-    if target.kind.name != "llvm":
-        return False
-    return bool(codegen.target_has_features(feature, target))
-
-
-@functools.lru_cache(maxsize=64)
-def _tvm_target(target_json):
-    """The ``tvm.target.Target`` of a target dict's JSON (built once: kernel selection asks
-    for features layer by layer)."""
-    import tvm
-
-    return tvm.target.Target(json.loads(target_json))

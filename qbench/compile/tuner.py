@@ -277,7 +277,7 @@ def _mean(run_secs):
 
 
 def _scheduled(task):
-    """Kernels scheduled by hand (``qbench.kernels``) are not tasks."""
+    """Kernels scheduled by hand (``qbench.compile.kernels``) are not tasks."""
     return any(
         f.attrs.get("tirx.is_scheduled", False) for f in task.dispatched[0].functions.values()
     )

@@ -7,12 +7,13 @@ workload; qbench keeps one database folder per target, so that records apply onl
 target they were measured on and every model shares what was tuned before. Records are
 appended as they are measured, so an interrupted tuning keeps what it found.
 
-Pre-tuned records ship inside the package (``qbench/pretuned``, the way TVM's TopHub once
-shipped tuned logs); every build applies the best of them and of the user's database. They
-are produced by ``qbench tune ... --tuning-db qbench/pretuned`` (README.md gives the commands).
+Pre-tuned records ship inside the package (``qbench/compile/pretuned``, the way TVM's TopHub
+once shipped tuned logs); every build applies the best of them and of the user's database.
+They are produced by ``qbench tune ... --tuning-db qbench/compile/pretuned``
+(docs/kernels.md gives the commands).
 
-On llvm qbench's hand-scheduled kernels (``qbench.kernels``) are not tuning tasks: they are
-scheduled before MetaSchedule sees the module.
+On llvm qbench's hand-scheduled kernels (``qbench.compile.kernels``) are not tuning tasks: they
+are scheduled before MetaSchedule sees the module.
 """
 
 import hashlib

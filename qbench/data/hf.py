@@ -15,7 +15,7 @@ def open_hf(text, seed, needed):
     Raises:
         UserError: the dataset cannot be opened or has no image column.
     """
-    from .sources import ImageSet, to_rgb
+    from .images import ImageSet, to_rgb
 
     name, _, split_name = text[3:].partition(":")
     if not name:

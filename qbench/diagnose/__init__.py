@@ -1,1 +1,3 @@
-"""Per-layer diagnosis of an INT8 build: error by layer, sensitivity, FP32 fallback."""
+"""Diagnose: takes a prepared run and gives each INT8 layer's error and sensitivity
+(``analysis``, ``energy``), input histograms (``plots``), and the FP32 fallback's choice of
+layers (``run``)."""

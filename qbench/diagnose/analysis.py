@@ -184,7 +184,7 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
     SQNR by at least ``min_gain_db``; the first layer that does not is undone and the
     search stops ("no measurable gain"). efficientnet_lite0 on the shared photos (64
     held-out): the first layer gained 1.7 dB, the second 0.07 dB for one near-tie image at
-    +29 % latency (README, FP32 fallback).
+    +29 % latency (measured when this rule was set).
 
     Args:
         model, fakes, batches: as ``diagnose``.
@@ -280,7 +280,7 @@ def as_rows(diagnosis):
 
 def to_batches(images, indices, preprocess, batch_size):
     """Preprocessed float32 tensors (N, C, H, W) of ``indices``, in batches."""
-    from ..data.sources import batches
+    from ..data.batches import batches
 
     chunks = batches(images, indices, preprocess, batch_size)
     return [torch.from_numpy(np.ascontiguousarray(x)) for x, _ in chunks]

@@ -1,5 +1,5 @@
-"""``qbench diagnose``: prepare a run, diagnose its INT8 layers, optionally pick an FP32
-fallback, and write the diagnosis report."""
+"""The diagnosis of a prepared run: per-layer INT8 error and sensitivity on the calibration
+images, and the FP32 fallback's search for the layers to keep in FP32."""
 
 import re
 import time
@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from ..compile import build, targets
 from ..core.progress import stage
+from ..data import full_batches
 from ..measure import timing
 from ..measure.intervals import clopper_pearson, images_needed
 from ..measure.metrics import latency_stats
 from ..measure.runners import TVMRunner
 from ..model import frontend
-from ..pipeline.engine import full_batches, prepare
 from ..quantize.fakequant import fake_layers
 from ..quantize.plan import make_plans
 from ..quantize.refine import calib_images
@@ -22,32 +22,20 @@ from .analysis import MIN_GAIN_DB, as_rows, diagnose, fallback, to_batches
 from .plots import histogram_png, input_histograms
 
 
-def run_diagnose(opts):
-    """Calibrate and plan as ``qbench run`` does, then diagnose every INT8 layer on the
-    calibration images; the fallback is judged on ``opts.holdout_size`` held-out images. Neither
-    touches the evaluation images, which stay unbiased for a ``qbench run`` with the same
-    data, sizes and seed.
-
-    Args:
-        opts: ``pipeline.RunOptions``; its ``accuracy_target`` (top-1 agreement with FP32 to
-            reach by keeping layers in FP32, a fraction in [0, 1], or None) asks for the
-            fallback.
+def diagnose_prepared(prepared, accuracy_target=None, plots=True):
+    """Diagnose every INT8 layer of a ``Prepared`` run (``pipeline.prepare``) on its
+    calibration images; with ``accuracy_target`` (top-1 agreement with FP32 to reach by
+    keeping layers in FP32, a fraction in [0, 1], or None), pick the FP32 fallback, judged on
+    the run's held-out images. Neither touches the evaluation images, which stay unbiased for
+    a ``qbench run`` with the same data, sizes and seed.
 
     Returns:
         (report, pngs): the diagnosis report dict and {file name: PNG bytes} of the input
-        histograms of the most sensitive layers (``report.write_diagnosis`` writes both).
+        histograms of the most sensitive layers (``report.diagnosis.write_diagnosis`` writes
+        both); without ``plots`` the PNGs are not made (``{}``).
     Raises:
-        UserError: bad input, or a layer without a PyTorch module (see ``fake_layers``).
+        UserError: a layer without a PyTorch module (see ``fake_layers``).
     """
-    started = time.time()
-    report, pngs = diagnose_prepared(prepare(opts), opts.accuracy_target)
-    report["wall_s"] = time.time() - started
-    return report, pngs
-
-
-def diagnose_prepared(prepared, accuracy_target=None, plots=True):
-    """``run_diagnose`` on a ``prepared.Prepared`` run (``pipeline.prepare``); without
-    ``plots`` the PNGs are not made (``{}``)."""
     started = time.time()
     opts, model = prepared.opts, prepared.model
     module = model.module  # in eval mode: the frontend checked it

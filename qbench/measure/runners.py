@@ -10,15 +10,9 @@ import time
 
 import numpy as np
 
+from ..data.batches import pad_batch
+
 log = logging.getLogger(__name__)
-
-
-def pad_batch(x, batch_size):
-    """``x`` (n, C, H, W) zero-padded to (batch_size, C, H, W); returned as is when full."""
-    n = len(x)
-    if n == batch_size:
-        return x
-    return np.concatenate([x, np.zeros((batch_size - n, *x.shape[1:]), x.dtype)])
 
 
 class Runner:
@@ -193,3 +187,19 @@ class RemoteTVMRunner(TVMRunner):
                 raise self.remote.lost(e) from e
 
         return run
+
+
+def observer_runner(mod, target, input_shape, batch_size, databases=()):
+    """A ``TVMRunner`` of ``graph.observer_module(mod)`` built for ``target``: its
+    ``infer_all(x)`` returns the output and every observed tensor, for calibration.
+
+    Args:
+        mod: FP32 ``tvm.IRModule``; target: TVM target dict; input_shape: (C, H, W);
+        batch_size: the static N of ``mod``; databases: tuning database folders.
+    """
+    from ..compile import build
+    from ..compile.targets import device_for
+    from ..model.graph import observer_module
+
+    vm = build.build(observer_module(mod), target, databases).vm
+    return TVMRunner(vm, device_for(target), batch_size, input_shape, "observer")

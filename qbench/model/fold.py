@@ -97,7 +97,7 @@ def _read_once(func):
     reading the conv's output), with the layer names and per-layer tools lost."""
     from tvm import relax
 
-    from ..quantize.chains import use_counts
+    from .graph import use_counts
 
     uses = use_counts(func)
     bound = {value: var for var, value in relax.analysis.get_var2val(func).items()}

@@ -353,3 +353,22 @@ def gemm_macs(mod):
         inner = weight[1] * weight[2] * weight[3] if kind == "conv2d" else weight[0]
         total += int(np.prod(out)) * inner
     return total
+
+
+def use_counts(func):
+    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
+    from collections import Counter
+
+    from tvm import relax
+
+    counts = Counter()
+
+    def visit(expr):
+        if isinstance(expr, relax.Var):
+            counts[expr] += 1
+
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            relax.analysis.post_order_visit(binding.value, visit)
+    relax.analysis.post_order_visit(func.body.body, visit)
+    return counts

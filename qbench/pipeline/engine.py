@@ -8,17 +8,17 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from tqdm import tqdm
 
+from .. import data
 from ..calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
 from ..compile import build, targets, tuning
 from ..compile.kernels import select
 from ..core.atomic import check_writable
 from ..core.errors import UserError
 from ..core.progress import random_weights_warning, say, stage
-from ..data import sources as data
 from ..measure import speed, timing
 from ..measure.metrics import accuracy_metrics, compare_logits, latency_stats, per_image
 from ..measure.results import Latency, RunnerResult
-from ..measure.runners import RemoteTVMRunner, TorchRunner, TVMRunner, pad_batch
+from ..measure.runners import RemoteTVMRunner, TorchRunner, TVMRunner, observer_runner
 from ..model import frontend, graph, zoo
 from ..quantize import QuantConfig
 from ..quantize.plan import check_skip_layers, fp32_reasons, make_plans
@@ -281,7 +281,7 @@ def run(opts, attachments=None):
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
-    from ..report.render import build_report
+    from ..report.assemble import build_report
 
     started = time.time()
     p = prepare(opts)
@@ -403,12 +403,6 @@ def tuning_remote(opts):
     return remote
 
 
-def full_batches(images, indices, model, batch_size):
-    """Yield (x, n_valid): x is float32 (batch_size, C, H, W), zero-padded after n_valid rows."""
-    for x, _ in data.batches(images, indices, model.preprocess, batch_size):
-        yield pad_batch(x, batch_size), len(x)
-
-
 def _calibrate(p):
     """(ranges, the report's ``calibration`` dict) of a ``Prepared`` before calibration:
     from the cache, else measured and cached."""
@@ -440,11 +434,10 @@ def _calibrate(p):
     if ranges is not None:
         return ranges, info
     t0 = time.time()
-    batches = full_batches(images, split.calib, model, opts.batch_size)
+    batches = data.full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
-    ranges = calibrate_module(
-        mod, layers, batches, q, target, model.input_shape, opts.batch_size, total, databases
-    )
+    observer = observer_runner(mod, target, model.input_shape, opts.batch_size, databases)
+    ranges = calibrate_module(observer, mod, layers, batches, q, total)
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(
         opts.cache_dir,
@@ -474,7 +467,7 @@ def _evaluate(runners, images, indices, model, batch_size):
 def _time(runners, images, indices, model, opts):
     """``timing.Timed`` of one full batch per runner: ``opts.repeat`` samples each, ms,
     paired by round (``timing.time_runners``)."""
-    x, _ = next(full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
+    x, _ = next(data.full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
     return timing.time_runners(runners, x, opts.warmup, opts.repeat)
 
 

@@ -247,7 +247,7 @@ def run_cell(opts, interrupted):
     """
     import time
 
-    from ..report.render import write_reports
+    from ..report.write import write_reports
     from .engine import run
 
     started = time.time()

@@ -1,4 +1,8 @@
-"""Post-training quantization of Relax graphs: config, parameters and the rewrite."""
+"""Quantize: takes the FP32 Relax graph, its layers and calibrated ranges, and gives the
+integer INT8 graph: config (``QuantConfig``), scales and zero points (``params``), per-layer
+plans (``plan``), the rewrite (``rewrite``, ``requantize``, ``pooling``, ``chains``), GPTQ
+and bias correction (``gptq``, ``bias``, applied by ``refine``) and the fake quantization
+they and ``diagnose`` share (``fakequant``)."""
 
 from .config import QuantConfig
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model import graph
+
 
 @dataclass(frozen=True)
 class Chain:
@@ -47,7 +49,7 @@ class Chain:
 
 def find_chain(call, var2val, uses):
     """``call`` (a quantize) as a ``Chain``, or None (``var2val``: the function's bindings,
-    ``relax.analysis.get_var2val``; ``uses``: ``chains.use_counts`` of the function)."""
+    ``relax.analysis.get_var2val``; ``uses``: ``graph.use_counts`` of the function)."""
     if name(call) != "relax.quantize" or int(call.attrs.axis) != 1:
         return None
     scale, zero_point = (scalar(arg) for arg in call.args[1:])
@@ -166,7 +168,7 @@ def bounds(call):
 
 def replace_calls(mod, match):
     """``mod`` with calls replaced where ``match(call, var2val, uses)`` (``var2val``: the
-    function's bindings; ``uses``: ``use_counts``) gives a builder ``f(emit_fn, visit)`` of
+    function's bindings; ``uses``: ``graph.use_counts``) gives a builder ``f(emit_fn, visit)`` of
     the replacement expression (``emit_fn``: ``BlockBuilder.emit``; ``visit``: maps an
     expression of the old function into the new one). Values left unread go. Returns a
     new ``tvm.IRModule``."""
@@ -188,28 +190,9 @@ def replace_calls(mod, match):
         if not isinstance(func, relax.Function):
             continue
         func = relax.analysis.remove_all_unused(func)  # FP32 values the rewrite left unread
-        var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
+        var2val, uses = relax.analysis.get_var2val(func), graph.use_counts(func)
         found = ((call, match(call, var2val, uses)) for call in var2val.values())
         replacer.found = {call: build for call, build in found if build is not None}
         new = relax.analysis.remove_all_unused(replacer.visit_expr(func))
         replacer.builder_.update_func(gvar, new)
     return replacer.builder_.get()
-
-
-def use_counts(func):
-    """{var: how many times it is read} over the bindings and output of Relax ``func``."""
-    from collections import Counter
-
-    from tvm import relax
-
-    counts = Counter()
-
-    def visit(expr):
-        if isinstance(expr, relax.Var):
-            counts[expr] += 1
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            relax.analysis.post_order_visit(binding.value, visit)
-    relax.analysis.post_order_visit(func.body.body, visit)
-    return counts

@@ -36,9 +36,9 @@ class QuantConfig:
         bias_correction: add to each INT8 layer's output the per-channel mean shift that
             quantization gives it on the calibration images (``quantize.bias``). Off by
             default since GPTQ: measured on efficientnet_lite0 (32 calibration, 218
-            evaluation sample photos, percentile; see README), nearest rounding gave 19.6 dB
-            of logits SQNR, with bias correction 23.5 dB, GPTQ 25.2 dB, GPTQ with bias
-            correction 24.8 dB.
+            evaluation sample photos, percentile; see docs/quantization.md), nearest
+            rounding gave 19.6 dB of logits SQNR, with bias correction 23.5 dB, GPTQ
+            25.2 dB, GPTQ with bias correction 24.8 dB.
         reduce_range: 7-bit weights, in [-63, 63] (FBGEMM's ``reduce_range`` trades a bit
             of weight precision for its AVX2 kernel): off by default. On an AVX2 CPU
             without VNNI, layers whose weights fit 7 bits run on ``vpmaddubsw``, whose

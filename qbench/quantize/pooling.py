@@ -55,7 +55,7 @@ class IntegerPool:
 
 def find_pool(call, var2val, uses):
     """``call`` (a quantize) as an ``IntegerPool``, or None (``var2val``: the function's
-    bindings; ``uses``: ``chains.use_counts`` of the function)."""
+    bindings; ``uses``: ``graph.use_counts`` of the function)."""
     if name(call) != "relax.quantize":
         return None
     out_scale, out_zero_point = (scalar(arg) for arg in call.args[1:])

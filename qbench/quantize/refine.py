@@ -4,9 +4,9 @@
 (``diagnose.fakequant``), so a model without a module per layer keeps its plans, with a
 warning."""
 
+from .. import data
 from ..core.errors import QBenchError, UserError
 from ..core.progress import say
-from ..data import sources as data
 
 CALIB_IMAGES = 64  # calibration images the refinements measure on, in one batch
 

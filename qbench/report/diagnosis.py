@@ -172,3 +172,8 @@ def write_diagnosis(report, root, pngs=None):
     if "fallback" in report:
         files["skip_layers.txt"] = skip_file_text(report)
     return write_folder(Path(root) / f"{stamp}-{name}-diagnose", files)
+
+
+def diagnosis_title(diagnosis):
+    """``Diagnosis``, plus ``and FP32 fallback`` when it chose one."""
+    return "Diagnosis" + (" and FP32 fallback" if diagnosis.get("fallback") else "")

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .render import RUNNER_TITLES
+from .tables import RUNNER_TITLES
 
 SVG_RC = {"svg.hashsalt": "qbench", "svg.fonttype": "path", "font.size": 9}
 SQNR_SERIES = [  # diagnosis row key, legend

@@ -10,18 +10,16 @@ import re
 from html import escape
 
 from . import figures
-from .render import (
+from .lines import environment_line, summary_lines, unshown_words
+from .tables import (
     ACCURACY_NOTE,
     accuracy_table,
     check_value_and_limit,
     decisive_table,
-    environment_line,
     flip_lines,
     latency_table,
     layer_table,
     signoff_table,
-    summary_lines,
-    unshown_words,
 )
 
 CSS = """
@@ -122,8 +120,7 @@ def diagnosis_parts(diagnosis, attachments):
     """The diagnosis' summary, its most sensitive layers, their input histograms (the PNGs
     of ``attachments`` the diagnosis names) and the per-layer SQNR plot; nothing without a
     diagnosis."""
-    from .diagnosis import TOP, path_table, sensitive_table, summary
-    from .render import diagnosis_title
+    from .diagnosis import TOP, diagnosis_title, path_table, sensitive_table, summary
 
     if not diagnosis:
         return []

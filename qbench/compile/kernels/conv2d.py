@@ -264,3 +264,11 @@ def tile_conv(
     oc = sch.get_loops(conv)[-8]  # under the tile: N, O/16 (1 or 2), OH, OW, 16, reductions
     sch.unroll(oc)
     return [oc, *sch.get_loops(conv)[-6:]]
+
+
+def register_columns(target):
+    """Output columns the packed convs accumulate in registers per tile: 14 with AVX-512's 32
+    zmm registers, 6 with 16 ymm (each column takes 2 ymm of 16 lanes)."""
+    from ..features import has_feature
+
+    return REGISTER_COLUMNS if has_feature(target, "avx512f") else AVX2_REGISTER_COLUMNS

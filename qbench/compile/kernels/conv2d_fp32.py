@@ -11,7 +11,7 @@ the kernel's epilogue, so bias, activation and residual add fuse into it.
 import numpy as np
 from tvm import te, tirx
 
-from .conv2d import OC_BLOCK, blocked_conv, tile_conv
+from .conv2d import OC_BLOCK, blocked_conv, register_columns, tile_conv
 
 OP_NAME = "qbench.conv2d_nchwc_fp32"
 MAX_IC_BLOCK = 16
@@ -80,10 +80,9 @@ def schedule_conv2d_fp32(sch, conv, out, target):
     """Schedule the packed FP32 ``conv`` and its epilogue ``out`` in place: ``tile_conv``'s
     tiles, each step one broadcast input value times 16 output channels' weights (a vector
     FMA) for each of the tile's columns; as many columns as ``target``'s vector registers
-    hold (``lowering.register_columns``: 14 with AVX-512, 6 with AVX2, where 14 spilled and
+    hold (``conv2d.register_columns``: 14 with AVX-512, 6 with AVX2, where 14 spilled and
     ran a 3x3 128->128 conv at 28x28 2.5x slower on AMD Zen 3); with AVX2, rows end on a
     partial tile rather than in one wide tile (``conv2d.guarded_block``)."""
-    from ..lowering import register_columns
 
     oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(
         sch, conv, out, register_columns(target), guarded=True

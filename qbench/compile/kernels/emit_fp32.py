@@ -7,7 +7,8 @@ import numpy as np
 
 from .conv2d import OUT_ELEMWISE_FUSABLE
 from .conv2d_fp32 import conv2d_nchwc, ic_block, pack_nchwc, pack_weight
-from .depthwise import depthwise_taps, max_pool_taps, split_columns
+from .depthwise import depthwise_taps, max_pool_taps
+from .emit_common import nchw16c_behind, padded_columns, padded_nchw16c
 
 
 def conv(bb, layer):
@@ -79,8 +80,6 @@ def max_pool(bb, layer):
     dtype = np.dtype(str(call.ty.dtype))
     lowest = float((np.finfo if dtype.kind == "f" else np.iinfo)(dtype).min)
     if dtype == np.uint8:
-        from .emit_int8 import nchw16c_behind
-
         blocked = nchw16c_behind(bb, call.args[0])
         if blocked is not None:
             return _max_pool_nchw16c(bb, blocked, layer, lowest)
@@ -103,7 +102,6 @@ def _max_pool_nchw16c(bb, blocked, layer, lowest):
     (a uint8 kernel after it reads the NCHW16c tensor itself)."""
     from . import layout
     from .depthwise import max_pool_nchw16c
-    from .emit_int8 import padded_nchw16c
 
     attrs = layer.call.attrs
     data = padded_nchw16c(bb, blocked, tuple(int(p) for p in attrs.padding), lowest)
@@ -119,19 +117,3 @@ def _max_pool_nchw16c(bb, blocked, layer, lowest):
         )
     )
     return bb.call_te(layout.unpack_nchw16c, pooled, int(layer.call.ty.shape[1]))
-
-
-def padded_columns(bb, x, padding, strides, pad_value):
-    """``x`` padded by ``padding`` (top, left, bottom, right) with ``pad_value``, then split
-    by columns when the column stride is > 1, as the depthwise and pooling taps read it
-    (INT8 depthwise too). Returns (tensor, padded width)."""
-    from tvm.relax import op
-
-    top, left, bottom, right = (int(p) for p in padding)
-    if top or left or bottom or right:
-        pad_width = [0, 0, 0, 0, top, bottom, left, right]
-        x = bb.emit(op.nn.pad(x, pad_width, pad_value=pad_value))
-    width = int(x.ty.shape[3])
-    if strides[1] > 1:
-        x = bb.emit(bb.call_te(split_columns, x, strides[1]))
-    return x, width

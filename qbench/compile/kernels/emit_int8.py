@@ -12,6 +12,7 @@ to the kernel, whose epilogue then stores uint8.
 import numpy as np
 
 from .conv2d import OUT_ELEMWISE_FUSABLE
+from .emit_common import nchw16c_behind, padded_columns, padded_nchw16c
 
 
 def _const(array, dtype):
@@ -115,7 +116,6 @@ def _requantized_conv(bb, args, strides, dilation, rows, packing):
 def depthwise(bb, layer):
     """A depthwise NCHW conv2d on ``depthwise.depthwise_conv`` (any CPU)."""
     from .depthwise import depthwise_conv
-    from .emit_fp32 import padded_columns
 
     attrs = layer.attrs
     strides = tuple(int(s) for s in attrs.strides)
@@ -218,18 +218,6 @@ def _blocked_constants(chain, correction, width=None):
     return padded(correction, "int32"), padded(rescale, "float32"), padded(bias, "float32")
 
 
-def padded_nchw16c(bb, data, padding, zero_point):
-    """uint8 NCHW16c ``data`` padded spatially with ``zero_point``; ``padding``: (top, left,
-    bottom, right)."""
-    from tvm.relax import op
-
-    if not any(padding):
-        return data
-    top, left, bottom, right = padding
-    width = [0, 0, 0, 0, top, bottom, left, right, 0, 0]
-    return bb.emit(op.nn.pad(data, width, pad_value=float(zero_point)))
-
-
 def _nchw16c_of(bb, x_q, zero_point):
     """uint8 ``x_q`` (N, C, H, W) in NCHW16c: the tensor a uint8 kernel wrote, when ``x_q``
     is its unpack, else ``x_q`` packed (padded channels holding ``zero_point``)."""
@@ -239,15 +227,3 @@ def _nchw16c_of(bb, x_q, zero_point):
     if blocked is None:
         blocked = bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))
     return blocked
-
-
-def nchw16c_behind(bb, x_q):
-    """The uint8 NCHW16c tensor a uint8 kernel wrote, when ``x_q`` (N, C, H, W) is its
-    unpack, else None."""
-    from tvm import relax
-
-    value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
-    callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
-    if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
-        return value.args[1].fields[0]
-    return None

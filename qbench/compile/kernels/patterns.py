@@ -219,7 +219,7 @@ class RequantizedLayer:
 
 def requantized_layer(call, var2val, uses):
     """``call`` (a cast to uint8) as a ``RequantizedLayer``, or None (``var2val``: the
-    function's bindings; ``uses``: ``quantize.chains.use_counts`` of the function)."""
+    function's bindings; ``uses``: ``model.graph.use_counts`` of the function)."""
     from ...quantize.chains import channel_constant, single_use
 
     if _name(call) != "relax.astype" or call.ty.dtype != "uint8":

@@ -99,7 +99,7 @@ NO_FAST_PATH = "no INT8 fast path"
 
 def choose(layer, target):
     """The first ``KERNELS`` entry for ``layer`` on the llvm ``target`` (dict), or None."""
-    from ..targets import has_feature
+    from ..features import has_feature
 
     for kernel in KERNELS:
         if kernel.precision != layer.precision or layer.op not in kernel.ops:
@@ -113,7 +113,7 @@ def choose(layer, target):
 
 def int8_gemm_kernel(target):
     """The packed INT8 conv/dense ``Kernel`` the llvm ``target`` (dict) runs, or None."""
-    from ..targets import has_feature
+    from ..features import has_feature
 
     for kernel in KERNELS:
         if kernel.cpu_class and all(has_feature(target, f) for f in kernel.features):
@@ -187,7 +187,7 @@ def _visit(mod, target, emit):
 def _chains(func, var2val, target):
     """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
     kernel has a uint8 form on ``target``."""
-    from ...quantize.chains import use_counts
+    from ...model.graph import use_counts
 
     uses = use_counts(func)
     found = {}

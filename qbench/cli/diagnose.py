@@ -1,0 +1,55 @@
+"""``qbench diagnose``: per-layer INT8 error and sensitivity on the calibration images;
+with ``--accuracy-target``, the layers to keep in FP32."""
+
+import time
+from dataclasses import replace
+
+from .exits import EXIT_FAIL, EXIT_PASS
+from .options import add_fallback_options, add_run_options
+from .runopts import run_options
+
+
+def add_parser(command):
+    """Add ``qbench diagnose`` through ``command(name, help)``, the sub-parser factory."""
+    d = command(
+        "diagnose",
+        "per-layer INT8 error (SQNR, cosine, clipping; accumulated and alone; weights-only and "
+        "activations-only) and sensitivity ranking on the calibration images; with "
+        "--accuracy-target, the layers to keep in FP32 (a file for --skip-layers @FILE)",
+    )
+    add_run_options(d)
+    add_fallback_options(d)
+
+
+def run(args):
+    from ..core.progress import stage
+    from ..report.diagnosis import sensitive_table, summary, write_diagnosis
+
+    opts = replace(run_options(args), diagnose=True)
+    report, pngs = diagnosis(opts)
+    with stage("report"):
+        out = write_diagnosis(report, opts.reports_dir, pngs)
+    print("\n".join(summary(report)))
+    print(sensitive_table(report))
+    print(f"\nreports: {out / 'diagnose.md'}  {out / 'diagnose.json'}")
+    if "fallback" not in report:
+        return EXIT_PASS
+    print(f"FP32 layers: {out / 'skip_layers.txt'} (qbench run --skip-layers @FILE)")
+    return EXIT_PASS if report["fallback"]["reached"] else EXIT_FAIL
+
+
+def diagnosis(opts):
+    """Prepare a run as ``qbench run`` does, then ``diagnose_prepared`` it.
+
+    Args:
+        opts: ``pipeline.RunOptions``; ``accuracy_target`` asks for the fallback.
+    Returns:
+        (report with its ``wall_s``, pngs): see ``diagnose.run.diagnose_prepared``.
+    """
+    from ..diagnose.run import diagnose_prepared
+    from ..pipeline.engine import prepare
+
+    started = time.time()
+    report, pngs = diagnose_prepared(prepare(opts), opts.accuracy_target)
+    report["wall_s"] = time.time() - started
+    return report, pngs

@@ -1,0 +1,265 @@
+"""The option groups the commands share, for argparse (defaults shown by ``qbench CMD
+--help``)."""
+
+import argparse
+import os
+
+MIN_REPEAT = 20
+SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
+    (
+        "min_top1_agreement",
+        "--min-top1-agreement",
+        "lowest top-1 agreement with PyTorch, a fraction in [0, 1]",
+    ),
+    (
+        "max_accuracy_drop",
+        "--max-accuracy-drop",
+        "largest INT8 top-1 accuracy drop, percentage points in [0, 100]",
+    ),
+    ("min_sqnr_db", "--min-sqnr", "lowest SQNR of the INT8 logits against PyTorch's, dB >= 0"),
+    (
+        "min_cosine",
+        "--min-cosine",
+        "lowest mean cosine similarity of the INT8 and PyTorch logits, in [-1, 1]",
+    ),
+    (
+        "min_top5_agreement",
+        "--min-top5-agreement",
+        "lowest top-5 agreement of INT8 with "
+        "PyTorch (share of PyTorch's 5 top classes in INT8's 5), a fraction in [0, 1]",
+    ),
+    (
+        "min_int8_speedup",
+        "--min-int8-speedup",
+        "lowest speed-up of TVM INT8 over TVM FP32 (FP32 / INT8 median latency), a factor > 0; "
+        "fails only when its whole 95 %% confidence interval is below it",
+    ),
+    (
+        "max_int8_latency_ms",
+        "--max-int8-latency-ms",
+        "highest median TVM INT8 latency of one batch, ms > 0",
+    ),
+    (
+        "min_decisive_top1_agreement",
+        "--min-decisive-top1-agreement",
+        "lowest INT8 top-1 agreement counting only decisive flips (PyTorch FP32 margin >= "
+        "--near-tie-margin), a fraction in [0, 1]",
+    ),
+    (
+        "near_tie_margin",
+        "--near-tie-margin",
+        "softmax top-1 minus top-2 probability of PyTorch FP32 under which a flip is a "
+        "near-tie, in [0, 1]",
+    ),
+)
+
+
+def add_policy_option(r):
+    """``--policy`` (run and sweep: each cell takes its model's and target's tables)."""
+    r.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="TOML file of sign-off limits per model and target kind (see docs/signoff.md, 'Policy "
+        "file'); a sign-off flag given here overrides it (default: none)",
+    )
+
+
+def add_fallback_options(r):
+    """``--accuracy-target`` and ``--holdout-size`` (run and diagnose)."""
+    r.add_argument(
+        "--accuracy-target",
+        type=float,
+        help="keep the most sensitive layers in FP32 until the top-1 agreement with FP32 on "
+        "the --holdout-size images reaches this fraction in [0, 1] (e.g. 0.99) (default: no "
+        "fallback)",
+    )
+    r.add_argument(
+        "--holdout-size",
+        type=int,
+        default=64,
+        help="images the fallback is judged on: the last of the seed's order, never among the "
+        "calibration or evaluation images of a run with the same sizes and seed",
+    )
+
+
+def add_model_options(r, grid=False):
+    """Options shared by run, tune and layers: the model and which layers stay FP32;
+    ``grid``: ``--models`` (sweep) instead of ``--model``."""
+    what = "registry name (see `qbench models`), FILE.py:FUNCTION or FILE.pt2"
+    if grid:
+        r.add_argument("--models", required=True, help=f"comma-separated, each a {what}")
+    else:
+        r.add_argument("--model", required=True, help=what)
+    r.add_argument("--weights", help="state dict file (torch.save) (default: the model's own)")
+    r.add_argument(
+        "--input-shape",
+        type=int,
+        nargs=3,
+        metavar=("C", "H", "W"),
+        help="input shape of one image (default: from the registry or the model file)",
+    )
+    r.add_argument("--batch-size", type=int, default=8, help="images per batch (N)")
+    r.add_argument(
+        "--skip-layers",
+        default="",
+        help="comma-separated layer indices or names kept in FP32 (see `qbench layers`), or "
+        "@FILE: names, one per line (as `qbench diagnose --accuracy-target` writes) "
+        "(default: none)",
+    )
+    r.add_argument(
+        "--keep-first-fp32", action="store_true", help="keep the first conv in FP32 (as Relay)"
+    )
+    r.add_argument("-v", "--verbose", action="store_true", help="log details of every stage")
+
+
+def add_run_options(r, grid=False):
+    """Options of run and tune: model, target and data, quantization, sign-off, tuning;
+    ``grid``: ``--models`` and ``--targets`` (sweep) instead of ``--model`` and ``--target``."""
+    add_model_options(r, grid)
+    add_data_options(r, grid)
+    add_quant_options(r)
+    add_tuning_options(r)
+
+
+def add_data_options(r, grid=False):
+    """Target, data, preprocessing, threads and timing; ``grid``: ``--targets`` (sweep)."""
+    what = 'llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\''
+    if grid:
+        r.add_argument("--targets", default="llvm", help=f"comma-separated, each {what}")
+    else:
+        r.add_argument("--target", default="llvm", help=what)
+    r.add_argument(
+        "--data",
+        default=None,
+        help="folder, hf:NAME[:SPLIT], synthetic, or "
+        "embedded (default: embedded, 20 ImageNet photos shipped in the foolbox package)",
+    )
+    r.add_argument(
+        "--mean",
+        type=float,
+        nargs="+",
+        help="per-channel mean, 3 values (RGB) or 1 (greyscale model) (default: the model's)",
+    )
+    r.add_argument(
+        "--std",
+        type=float,
+        nargs="+",
+        help="per-channel std, 3 values (RGB) or 1 (greyscale model) (default: the model's)",
+    )
+    r.add_argument(
+        "--calib-size", type=int, help="calibration images (default: min(32, a third of the data))"
+    )
+    r.add_argument(
+        "--eval-size", type=int, help="evaluation images (default: the rest, at most 100)"
+    )
+    r.add_argument("--seed", type=int, default=0, help="seed of the calibration/evaluation split")
+    r.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU threads for TVM and PyTorch alike (default: all cores, %(default)s here)",
+    )
+    add_remote_options(r)
+    r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
+    r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
+
+
+def add_remote_options(r):
+    """Where the TVM builds run: this machine, one RPC server, or a tracker's device pool."""
+    r.add_argument(
+        "--rpc",
+        metavar="HOST:PORT",
+        help="run the TVM builds on this TVM RPC server (python -m tvm.exec.rpc_server); "
+        "compiled here, timed by the device's own timer (default: none, this machine)",
+    )
+    r.add_argument(
+        "--rpc-tracker",
+        metavar="HOST:PORT",
+        help="run the TVM builds on a free server of --rpc-key registered with this TVM RPC "
+        "tracker (python -m tvm.exec.rpc_tracker); waits while all are busy (default: none)",
+    )
+    r.add_argument(
+        "--rpc-key", metavar="KEY", help="the device key asked of --rpc-tracker (default: none)"
+    )
+
+
+def add_quant_options(r):
+    """Calibration, quantization, sign-off thresholds and output folders."""
+    from ..calibration import MODES
+    from ..quantize import QuantConfig
+    from ..quantize.config import WEIGHT_ROUNDINGS
+
+    r.add_argument(
+        "--calib-mode",
+        default=QuantConfig().calib_mode,
+        choices=list(MODES),
+        help="calibration method",
+    )
+    r.add_argument(
+        "--percentile", type=float, default=99.999, help="percentile mode: quantile, in (0, 100]"
+    )
+    r.add_argument(
+        "--global-scale", type=float, default=8.0, help="global_scale mode: range +-S, S > 0"
+    )
+    r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
+    r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")
+    r.add_argument(
+        "--weight-rounding",
+        default=QuantConfig().weight_rounding,
+        choices=list(WEIGHT_ROUNDINGS),
+        help="int8 weight rounding: gptq (least output error on the calibration images, "
+        "GPTQ, Frantar et al. 2023) or nearest",
+    )
+    r.add_argument(
+        "--bias-correction",
+        action=argparse.BooleanOptionalAction,
+        default=QuantConfig().bias_correction,
+        help="add to each INT8 layer's output the per-channel mean shift quantization "
+        "gives it on the calibration images (empirical bias correction)",
+    )
+    r.add_argument(
+        "--reduce-range",
+        action="store_true",
+        help="7-bit weights ([-63, 63]): on AVX2 CPUs without VNNI they run on FBGEMM's "
+        "vpmaddubsw kernel, exact; they cost weight precision everywhere",
+    )
+    add_signoff_options(r)
+    r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
+    r.add_argument("--reports-dir", default="reports", help="reports are written under it")
+
+
+def add_signoff_options(r):
+    """The sign-off thresholds. Their argparse default is None (not given), so that a
+    ``--policy`` file can set what the command line does not; see ``_limits``."""
+    from ..signoff.checks import Limits
+
+    for dest, flag, text in SIGNOFF_OPTIONS:
+        default = getattr(Limits, dest)
+        r.add_argument(
+            flag,
+            dest=dest,
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=float,
+            help=f"sign-off: {text} (default: {'none' if default is None else default}, "
+            "or --policy's)",
+        )
+
+
+def add_tuning_options(r):
+    """The tuning database and MetaSchedule's budget."""
+    r.add_argument(
+        "--tuning-db",
+        default=None,
+        help="tuning database root (default: "
+        "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
+    )
+    r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
+    r.add_argument(
+        "--time-budget", type=float, help="minutes of tuning, then stop (default: no limit)"
+    )
+    r.add_argument(
+        "--tune-graphs",
+        default="fp32,int8",
+        help="graphs to tune: fp32, int8 or fp32,int8 (INT8 kernels embed calibrated scales, so "
+        "their records serve only the same calibration)",
+    )

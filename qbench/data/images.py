@@ -1,0 +1,91 @@
+"""``ImageSet``, the images a run reads, and the conversion of any picture to 8-bit RGB."""
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import UserError
+
+
+@dataclass
+class ImageSet:
+    """An ordered collection of images.
+
+    Attributes:
+        name: the ``--data`` text.
+        loaders: one zero-argument callable per image returning an 8-bit RGB ``PIL.Image``
+            (``to_rgb``); it raises ``UserError`` naming the file it cannot decode.
+        labels: label index per image, or None when the source has no labels.
+        keys: a stable identifier per image (file name or stream position).
+        synthetic: True for generated noise (results say nothing about accuracy).
+        label_source: where the labels come from (a ``labels.csv`` path, the class folder
+            names, a dataset column), for error messages.
+        drawn: True when the images were drawn for this run in an order already random
+            under the seed, and asking for more only appends (``synthetic``, ``hf:``): the
+            split then takes them in order, so that a holdout asked for beside a run
+            changes neither its calibration nor its evaluation images.
+    """
+
+    name: str
+    loaders: list
+    labels: list = None
+    keys: list = None
+    synthetic: bool = False
+    label_source: str = ""
+    drawn: bool = False
+
+    def __len__(self):
+        return len(self.loaders)
+
+    def content_digest(self, indices):
+        """sha256 (hex) over the decoded pixels of the images at ``indices``, in order: a
+        calibration cache key that changes when any calibration image changes."""
+        h = hashlib.sha256()
+        for i in indices:
+            image = self.loaders[i]()
+            h.update(f"{image.size}".encode())
+            h.update(image.tobytes())
+        return h.hexdigest()
+
+
+def file_loader(path):
+    """A zero-argument callable reading the image file ``path`` as 8-bit RGB (``to_rgb``);
+    it raises ``UserError`` naming the file when Pillow cannot decode it."""
+
+    def load():
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                return to_rgb(im)
+        except Exception as e:  # noqa: BLE001 - Pillow's decoders raise many kinds
+            cause = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UserError(
+                f"--data: cannot read image {path} ({type(e).__name__}: {cause})"
+            ) from e
+
+    return load
+
+
+def to_rgb(image):
+    """The 8-bit RGB picture a person would see in ``image`` (a ``PIL.Image`` of any mode).
+
+    The EXIF orientation is applied; 16-bit greyscale is scaled to 8 bits (65535 -> 255)
+    rather than clipped; transparency (alpha, or a palette's transparent entry) is composited
+    over white; greyscale, palette and CMYK become RGB.
+
+    Raises:
+        Pillow's errors for files it cannot decode (the caller names the file).
+    """
+    from PIL import Image, ImageOps
+
+    image = ImageOps.exif_transpose(image)
+    if image.mode.startswith("I;16") or (image.mode == "I" and image.getextrema()[1] > 255):
+        wide = np.asarray(image, dtype=np.float64)
+        image = Image.fromarray(np.clip(np.round(wide / 257.0), 0, 255).astype(np.uint8))
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return image.convert("RGB")

@@ -1,0 +1,209 @@
+"""The report of a run: a ``results.RunResult`` assembled from the prepared run, the
+runners' results, the speed statistics, the sign-off verdict and the environment."""
+
+import datetime as dt
+import math
+import platform
+import re
+from pathlib import Path
+
+from .. import __version__
+from ..measure.provenance import definition, qbench_commit
+from ..measure.results import DataInfo, ModelInfo, RunResult
+from ..model.graph import op_counts
+
+
+def environment(target, threads):
+    import torch
+    import tvm
+
+    return {
+        "qbench": __version__,
+        "qbench_commit": qbench_commit(),
+        "tvm": tvm.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": cpu_name(),
+        "machine": platform.machine(),
+        "threads": threads,
+        "target": target,
+    }
+
+
+def cpu_name():
+    """The CPU model name from /proc/cpuinfo (else the platform's processor string)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        return re.search(r"model name\s*:\s*(.*)", text).group(1).strip()
+    except (OSError, AttributeError):
+        return platform.processor() or "unknown"
+
+
+def build_report(prepared, results, wall_s, speed, verdict, timing):
+    """The run's ``results.RunResult`` from its ``prepared.Prepared`` (built: its tuning has
+    ``kernels``; see ``pipeline.run``), its ``RunnerResult``s, wall time (s), ``Speed`` (or
+    None), sign-off ``Verdict`` and the timing's record (``timing.record``: the report's
+    ``environment["timing"]``)."""
+    opts, model, images, split = prepared.opts, prepared.model, prepared.images, prepared.split
+    config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
+    config["quant"] = opts.quant.to_dict()
+    return RunResult(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        environment={
+            **environment(prepared.target, opts.threads),
+            "timing": timing,
+            "remote": _remote(prepared.device, opts),
+        },
+        definition=definition(prepared),
+        model=ModelInfo(
+            name=model.name,
+            weights=model.weights,
+            random_weights=model.random_weights,
+            input_shape=list(model.input_shape),
+            aten_ops=prepared.imported.aten_ops,
+        ),
+        data=DataInfo(
+            source=images.name,
+            synthetic=images.synthetic,
+            labelled=images.labels is not None,
+            calib_size=len(split.calib),
+            eval_size=len(split.eval),
+            seed=opts.seed,
+        ),
+        config=config,
+        policy=opts.policy,
+        precision=_precision(opts.quant),
+        calibration=prepared.calibration,
+        tuning=prepared.tuning,
+        layers=_layers(prepared),
+        graph=_graph(prepared.imported.mod, prepared.int8_mod),
+        int8_kernels=prepared.int8_kernels,
+        results=results,
+        diagnosis=prepared.diagnosis,
+        wall_time_s=round(wall_s, 2),
+        speed=speed,
+        signoff=verdict,
+    )
+
+
+def _remote(device, opts):
+    """The report's record of the remote device that ran the TVM builds, or None."""
+    if device is None:
+        return None
+    return {
+        "rpc": opts.rpc,
+        "tracker": opts.rpc_tracker,
+        "key": opts.rpc_key,
+        "device": device.name,
+    }
+
+
+def _precision(quant):
+    """The report's words for the INT8 graph's arithmetic (``precision``) under ``quant``
+    (``QuantConfig``)."""
+    if quant.simulate:
+        return {
+            "integer_ops": "conv2d, matmul: SIMULATED (fake-quantized FP32, uint8 x "
+            f"{_weight_words(quant)})",
+            "between_layers": "float32 (quantized and dequantized at each layer's input)",
+        }
+    return {
+        "integer_ops": f"conv2d, matmul: uint8 x {_weight_words(quant)} -> int32; where the "
+        "output goes only "
+        "through bias and ReLU/ReLU6 to INT8 layers, integer requantize to uint8 (bias in "
+        "int32, one float32 multiplier per channel, round half to even, zero point, "
+        "activation as clamp: FBGEMM's scheme; in the conv's kernel on qbench's CPU "
+        "kernels); elsewhere rescaled to float32",
+        "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
+        "kernels), a residual add reading its inputs' uint8 tensors (a downsample conv's "
+        "output requantized to its own calibrated uint8), zero padding and max pooling on "
+        "uint8; float32 after the others (average pool, concat, the logits), quantized at "
+        "the next layer",
+    }
+
+
+def _weight_words(quant):
+    if quant.reduce_range:
+        return "int8 of 7-bit values ([-63, 63], --reduce-range)"
+    return "int8"
+
+
+def _unaccounted_rows(prepared):
+    """Layer-table rows of the model's Conv2d/Linear calls that no graph layer stands for
+    (``Prepared.unaccounted``): FP32, with the reason."""
+    import torch
+
+    rows = []
+    for path, n in prepared.unaccounted:
+        sub = _submodule(prepared.model.module, path)
+        linear = isinstance(sub, torch.nn.Linear)
+        rows.append(
+            {
+                "index": None,
+                "name": path,
+                "op": "matmul" if linear else "conv2d",
+                "in_channels": getattr(sub, "in_features", getattr(sub, "in_channels", None)),
+                "out_channels": getattr(sub, "out_features", getattr(sub, "out_channels", None)),
+                "groups": getattr(sub, "groups", 1),
+                "reason": f"{n} call(s) exported as an op pattern qbench does not quantize "
+                "(no conv2d/matmul with a constant weight in the graph): FP32",
+                "nonfinite_excluded": 0,
+                "nonfinite_batches": [],
+                "dtype": "float32",
+                "collapsed_channels": [],
+            }
+        )
+    return rows
+
+
+def _submodule(module, path):
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+def _layers(prepared):
+    rows = []
+    for layer, plan in zip(prepared.layers, prepared.plans, strict=True):
+        r = prepared.ranges.get(layer.name)
+        row = {
+            "index": layer.index,
+            "name": layer.name,
+            "op": layer.op,
+            "in_channels": layer.in_channels,
+            "out_channels": layer.out_channels,
+            "groups": layer.groups,
+            "reason": plan.reason,
+            "nonfinite_excluded": r.nonfinite if r else 0,
+            "nonfinite_batches": r.nonfinite_batches if r else [],
+        }
+        if plan.quantized:
+            sqnr = [s for s in plan.weight.sqnr_db.tolist() if math.isfinite(s)]
+            weights = _weight_words(prepared.opts.quant)
+            row.update(
+                dtype=f"float32 (simulated uint8 x {weights})"
+                if prepared.opts.quant.simulate
+                else f"uint8 x {weights} -> int32",
+                act_scale=plan.act.scale,
+                act_zero_point=plan.act.zero_point,
+                act_range=[r.lo, r.hi],
+                observed_range=[r.observed_min, r.observed_max],
+                clipped_fraction=r.clipped_fraction,
+                weight_sqnr_min_db=min(sqnr) if sqnr else None,
+                collapsed_channels=plan.weight.collapsed,
+            )
+        else:
+            row.update(dtype="float32", collapsed_channels=[])
+        rows.append(row)
+    return rows + _unaccounted_rows(prepared)
+
+
+def _graph(fp32_mod, int8_mod):
+    before, after = op_counts(fp32_mod), op_counts(int8_mod)
+    added = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)}
+    return {
+        "fp32_ops": dict(sorted(before.items())),
+        "int8_ops": dict(sorted(after.items())),
+        "int8_added_ops": added,
+    }

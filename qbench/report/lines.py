@@ -1,0 +1,161 @@
+"""The report's sentences: the summary lines a person reads first (verdict, speed, policy,
+tuning, kernels) and the environment line."""
+
+import json
+
+from ..core.words import plural
+from ..measure.timing import describe
+from .tables import RUNNER_TITLES, unshown_why
+
+OP_WORDS = {  # Relax op: (one, several)
+    "relax.astype": ("dtype cast", "dtype casts"),
+    "relax.quantize": ("quantize", "quantizes"),
+    "relax.dequantize": ("dequantize", "dequantizes"),
+    "relax.nn.pad": ("pad", "pads"),
+    "relax.multiply": ("multiply", "multiplies"),
+    "relax.subtract": ("subtraction", "subtractions"),
+    "relax.add": ("addition", "additions"),
+    "relax.call_tir": ("kernel call", "kernel calls"),
+}
+
+
+def summary_lines(report):
+    m, d, env, cal = report.model, report.data, report.environment, report.calibration
+    cache = "hit" if cal["cache_hit"] else "miss"
+    weights = (
+        "weights: RANDOM (results say nothing about a trained model)"
+        if m.random_weights
+        else f"weights: {m.weights}"
+    )
+    data_note = " (SYNTHETIC noise images)" if d.synthetic else ""
+    lines = [
+        f"model: {m.name}   {weights}",
+        f"target: {env['target']}   threads: "
+        f"{env['threads']}   batch: {report.config['batch_size']}",
+        f"data: {d.source}{data_note}   calibration: {d.calib_size} images "
+        f"({cal['mode']}, cache {cache}, weight rounding "
+        f"{cal.get('weight_rounding', 'nearest')}, bias correction "
+        f"{cal.get('bias_correction', 'off')})"
+        f"   evaluation: {d.eval_size} images",
+        f"precision: {report.precision['integer_ops']}; between layers "
+        f"{report.precision['between_layers']}",
+        added_ops_words(report.graph["int8_added_ops"]),
+    ]
+    t = report.tuning
+    used = sum(c.get("tuned", 0) for c in t.get("kernels", {}).values())
+    lines.append(
+        f"tuning: databases applied: {t['source']} ({t['records']} records in "
+        f"{t['database']}, {t['pretuned_records']} pre-tuned records shipped for this target; "
+        f"{used} kernels took a record, the others use qbench's kernels and default schedules)"
+        if t["source"] != "none"
+        else "tuning: none (no records for this target: untuned kernels use qbench's default "
+        "schedules; see `qbench tune`)"
+    )
+    if t.get("kernels"):
+        lines.append(
+            "kernels by schedule (qbench's hand-scheduled / tuning record / default): "
+            + ", ".join(
+                f"{name} {c['hand']}/{c['tuned']}/{c['default']}"
+                for name, c in t["kernels"].items()
+                if c
+            )
+        )
+    lines += speed_lines(report.speed) if report.speed else []
+    if report.policy:
+        lines.append(policy_line(report.policy))
+    int8 = sum(la["dtype"] != "float32" for la in report.layers)
+    lines.append(f"layers built in INT8: {int8} of {len(report.layers)}")
+    lines.append(int8_kernels_line(report.int8_kernels))
+    failed = [c.name for c in report.signoff.failed]
+    lines.append(
+        f"sign-off: {report.signoff.verdict}"
+        + (f" (failed: {'; '.join(failed)})" if failed else "")
+        + (f", NOT SHOWN: {unshown_words(report.signoff)}" if report.signoff.unshown else "")
+    )
+    return lines
+
+
+def unshown_words(signoff):
+    """What the images of a run cannot show, e.g. ``14 images cannot show INT8 top-1
+    agreement >= 97.0 % (at least 122 needed, 95 % Clopper-Pearson)``."""
+    parts = [f"{c.name} {c.op} {100 * c.limit:.1f} % ({unshown_why(c)})" for c in signoff.unshown]
+    sample = signoff.unshown[0].sample
+    return f"{plural(sample, 'image')} cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
+
+
+def policy_line(policy):
+    """The ``--policy`` file and the limits it set, e.g. ``policy: team.toml (sha256
+    1a2b3c4d5e6f): min_int8_speedup 1.1 (models.m.targets.llvm)``."""
+    set_ = ", ".join(
+        f"{name} {entry['value']:g} ({entry['from']})" for name, entry in policy["limits"].items()
+    )
+    flags = policy["overridden_by_flags"]
+    unmatched = policy.get("unmatched")
+    return (
+        f"policy: {policy['path']} (sha256 {policy['sha256'][:12]}): {set_ or 'no limits'}"
+        + (f"; overridden by flags: {', '.join(flags)}" if flags else "")
+        + (f"; WARNING: {unmatched}" if unmatched else "")
+    )
+
+
+def speed_lines(speed):
+    """The latency ratios (a ``results.Speed``) with their confidence intervals, and the
+    NOISY verdict, e.g. ``speed (median per-round latency ratio, runners interleaved): TVM INT8 /
+    TVM FP32 0.625 (95 % CI 0.610-0.640); ...``."""
+    parts = []
+    for key, r in speed.ratios.items():
+        num, den = (RUNNER_TITLES[name] for name in key.split("/"))
+        parts.append(
+            f"{num} / {den} {r.ratio:.3f} ({100 * r.confidence:g} % CI "
+            f"{r.ci_low:.3f}-{r.ci_high:.3f})"
+        )
+    lines = [f"speed (median per-round latency ratio, runners interleaved): {'; '.join(parts)}"]
+    if speed.noisy:
+        lines.append(
+            f"timing: NOISY ({speed.noisy_reason}; the machine is busy or throttling), "
+            "compare latencies with care"
+        )
+    return lines
+
+
+def added_ops_words(added):
+    """The ops the INT8 rewrite added, in words, e.g. ``INT8 graph adds 12 quantizes, 12 dtype
+    casts, 1 pad``, most frequent first (ops without words keep their Relax name).
+
+    Args:
+        added: {Relax op name: count added} (``RunResult.graph["int8_added_ops"]``).
+    """
+    if not added:
+        return "INT8 graph adds no ops to the FP32 graph"
+    ordered = sorted(added.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = []
+    for op, n in ordered:
+        short = op.removeprefix("relax.")
+        words.append(f"{n} {OP_WORDS.get(op, (short, short))[n != 1]}")
+    return (
+        "INT8 graph adds "
+        + ", ".join(words)
+        + " (ops the FP32 graph lacks; conv2d/matmul themselves are replaced, not added)"
+    )
+
+
+def int8_kernels_line(info):
+    """The CPU class and the kernel path of every INT8 layer, e.g. ``CPU class AVX2; INT8
+    kernels: conv2d avx2 33, conv2d depthwise 16, matmul avx2 1``."""
+    paths = ", ".join(f"{path} {n}" for path, n in info["paths"].items()) or "none"
+    return f"CPU class {info['cpu_class']}; INT8 layers by kernel: {paths}"
+
+
+def environment_line(env):
+    """The environment in words: CPU, threads, versions, the target (JSON) and, when
+    recorded, the timing protocol and its settings (``timing.describe``)."""
+    target = env["target"]
+    mcpu = f", LLVM mcpu {target['mcpu']}" if target.get("mcpu") else ""
+    timed = f". Timing: {describe(env['timing'])}" if env.get("timing") else ""
+    if env.get("remote"):
+        timed = f". TVM builds run on {env['remote']['device']}, timed there{timed}"
+    return (
+        f"Environment: CPU {env['cpu']} ({env['machine']}{mcpu}), {env['threads']} threads; "
+        f"qbench {env['qbench']}, TVM {env['tvm']}, PyTorch {env['torch']}, Python "
+        f"{env['python']}; target `{json.dumps(target, sort_keys=True)}`{timed}"
+    )

@@ -1,0 +1,160 @@
+"""The package's layering, read from its source: no import cycles between modules, and no
+import from a stage into a later one (``STAGES``, in the order data flows; ``core`` is shared
+by all). Every ``import`` counts, at module level or inside a function: a lazy import hides a
+dependency from Python's start-up, not from the design.
+"""
+
+import ast
+import shutil
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+import qbench
+
+STAGES = (
+    "core",
+    "model",
+    "data",
+    "calibration",
+    "quantize",
+    "compile",
+    "measure",
+    "signoff",
+    "report",
+    "baseline",
+    "diagnose",
+    "pipeline",
+    "cli",
+)
+PACKAGE = Path(qbench.__file__).parent
+
+
+def module_name(root, path):
+    """``qbench.a.b`` for ``root/a/b.py`` and ``qbench.a`` for ``root/a/__init__.py``."""
+    parts = ["qbench", *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(node, name, is_package):
+    """The absolute names an import statement ``node`` of module ``name`` reads."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    base = package[: len(package) - node.level + 1] if node.level else []
+    source = ".".join(base + ([node.module] if node.module else []))
+    return [source] + [f"{source}.{alias.name}" for alias in node.names]
+
+
+def import_graph(root):
+    """{module: set of qbench modules it imports}, for the package under ``root``. An
+    import of ``a.b.c`` also reads the packages ``a.b`` and ``a`` (Python runs their
+    ``__init__``), except the importer's own enclosing packages."""
+    files = {module_name(root, p): p for p in root.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1 + is_package)}
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in _imported(node, name, is_package):
+                parts = target.split(".")
+                prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+                deps |= {m for m in prefixes & files.keys() if m not in own}
+        graph[name] = deps - {name}
+    return graph
+
+
+def stage_of(module):
+    """The stage a module belongs to: its package under ``qbench``; the root is ``core``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else "core"
+
+
+def layering_problems(graph):
+    """Sentences naming each cycle and each import from a stage into a later one."""
+    problems = []
+    for module, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            if STAGES.index(stage_of(dep)) > STAGES.index(stage_of(module)):
+                problems.append(
+                    f"{module} ({stage_of(module)}) imports {dep} from the later stage "
+                    f"{stage_of(dep)}"
+                )
+    return problems + [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+
+
+def cycles(graph):
+    """Import cycles in ``graph``, each as its modules in import order (first = last). After
+    each cycle ``graphlib`` finds, one of its edges is dropped and the search goes on, so
+    every cycle's modules are named, though not every cycle through the same ones."""
+    graph = {m: set(deps) for m, deps in graph.items()}
+    found = []
+    while True:
+        try:
+            tuple(TopologicalSorter(graph).static_order())
+            return found
+        except CycleError as error:
+            cycle = error.args[1][::-1]  # graphlib lists it against the import order
+            found.append(cycle)
+            graph[cycle[0]].discard(cycle[1])
+
+
+def test_every_module_belongs_to_a_stage():
+    graph = import_graph(PACKAGE)
+    loose = [m for m in graph if m.count(".") == 1 and m.split(".")[1] not in STAGES]
+    assert loose == [], f"modules outside the stage packages {STAGES}: {loose}"
+
+
+def test_no_import_cycle_and_no_backward_import():
+    problems = layering_problems(import_graph(PACKAGE))
+    assert problems == [], "\n".join(problems)
+
+
+def _planted(tmp_path, module, line):
+    """A copy of the package with ``line`` appended to ``module`` (a path under it)."""
+    root = tmp_path / "qbench"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__", "pretuned"))
+    with open(root / module, "a") as f:
+        f.write(f"\n{line}\n")
+    return root
+
+
+def test_a_planted_cycle_is_found(tmp_path):
+    # core/words.py imports core/errors.py's sibling back: errors -> words -> errors
+    root = _planted(tmp_path, "core/errors.py", "from .words import plural")
+    root_words = root / "core" / "words.py"
+    root_words.write_text(root_words.read_text() + "\nfrom .errors import UserError\n")
+    problems = layering_problems(import_graph(root))
+    assert any(p.startswith("import cycle:") and "qbench.core.errors" in p for p in problems)
+
+
+def test_a_planted_backward_import_is_found(tmp_path):
+    root = _planted(tmp_path, "model/graph.py", "from ..report import tables")
+    problems = layering_problems(import_graph(root))
+    assert problems == [
+        "qbench.model.graph (model) imports qbench.report from the later stage report",
+        "qbench.model.graph (model) imports qbench.report.tables from the later stage report",
+    ]
+
+
+def test_a_lazy_import_counts(tmp_path):
+    lazy = "def later():\n    from ...cli import main\n    return main"
+    root = _planted(tmp_path, "compile/kernels/layout.py", lazy)
+    problems = layering_problems(import_graph(root))
+    assert any("qbench.compile.kernels.layout (compile) imports qbench.cli" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    "module, line, expected",
+    [
+        ("data/hf.py", "import qbench.pipeline.engine", "qbench.pipeline.engine"),
+        ("model/zoo.py", "from qbench.measure.runners import TVMRunner", "qbench.measure.runners"),
+    ],
+)
+def test_absolute_imports_count(tmp_path, module, line, expected):
+    root = _planted(tmp_path, module, line)
+    assert any(expected in p for p in layering_problems(import_graph(root)))
