@@ -19,7 +19,7 @@ import torch
 import qbench.quantize.fakequant as fakequant
 from qbench.compile import build
 from qbench.data import full_batches
-from qbench.pipeline.engine import prepare
+from qbench.pipeline.prepare import prepare
 from qbench.quantize import QuantConfig
 from qbench.report.assemble import cpu_name
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from qbench.compile import build, targets
 from qbench.data import full_batches
-from qbench.pipeline.engine import graphs, prepare
+from qbench.pipeline.prepare import graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report.assemble import cpu_name
 

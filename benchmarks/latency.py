@@ -33,7 +33,8 @@ from qbench.data import full_batches
 from qbench.measure import timing
 from qbench.measure.runners import TorchRunner, TVMRunner
 from qbench.model import graph
-from qbench.pipeline.engine import RunOptions, graphs, prepare
+from qbench.pipeline import RunOptions
+from qbench.pipeline.prepare import graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report.assemble import cpu_name
 from qbench.report.lines import int8_kernels_line

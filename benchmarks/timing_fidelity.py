@@ -28,7 +28,7 @@ from qbench.compile import build, targets
 from qbench.data import full_batches
 from qbench.measure import speed, timing
 from qbench.measure.runners import TorchRunner, TVMRunner, time_samples
-from qbench.pipeline.engine import graphs, prepare
+from qbench.pipeline.prepare import graphs, prepare
 from qbench.quantize import QuantConfig
 from qbench.report.assemble import cpu_name
 

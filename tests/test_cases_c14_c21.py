@@ -271,7 +271,8 @@ def test_greyscale_model_is_fed_the_luminance(tmp_path, capsys, models):
 
 
 def _prepare(tmp_path, model_spec):
-    from qbench.pipeline.engine import RunOptions, prepare
+    from qbench.pipeline import RunOptions
+    from qbench.pipeline.prepare import prepare
     from qbench.quantize import QuantConfig
 
     opts = RunOptions(

@@ -19,9 +19,9 @@ from test_rpc import MODELS
 from qbench import data
 from qbench.cli.main import main
 from qbench.compile import build, targets
-from qbench.pipeline import engine as pipeline
+from qbench.pipeline import RunOptions
 from qbench.pipeline.artefacts import elf_machine
-from qbench.pipeline.engine import RunOptions
+from qbench.pipeline.prepare import prepare
 
 ARM = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1", "num-cores": 1}
 TINY = ["--data", "synthetic", "--calib-size", "4", "--batch-size", "4"]
@@ -94,7 +94,7 @@ def test_the_arm_int8_build_under_qemu_gives_the_integer_reference_logits(tmp_pa
             rpc_tracker=farm.tracker_addr,
             rpc_key="aarch64",
         )
-        p = pipeline.prepare(opts)
+        p = prepare(opts)
         assert p.device.name.startswith(f"rpc key aarch64, server 127.0.0.1:{port}, aarch64")
         assert p.int8_kernels["paths"] == {"conv2d neon_dot": 2, "matmul neon_dot": 1}
         arm = build.build(p.int8_mod, p.target, (), p.device, "int8")

@@ -36,7 +36,7 @@ def _runners(ref, fp32, int8, int8_median_ms=5.0):
 
 def _compared(ref, out, labels=None):
     """Results of a run whose PyTorch logits are ``ref``, TVM FP32 equal to them and TVM
-    INT8 ``out`` (the metrics as ``pipeline._results`` computes them)."""
+    INT8 ``out`` (the metrics as ``pipeline.engine._results`` computes them)."""
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
     reference = {"nonfinite_logits": 0}
     if labels is not None:

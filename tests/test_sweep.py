@@ -8,8 +8,7 @@ from test_cli import C06_MODEL
 
 from qbench.cli.main import main
 from qbench.core.errors import UserError
-from qbench.pipeline import engine as pipeline
-from qbench.pipeline import sweep
+from qbench.pipeline import RunOptions, engine, sweep
 from qbench.pipeline.sweep import split_items
 
 TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "6", "--batch-size", "1"]
@@ -82,7 +81,7 @@ def test_second_target_reuses_the_calibration_and_fail_exits_1(tmp_path, models)
     ],
 )
 def test_bad_grid_input_exits_2_before_any_cell(tmp_path, capsys, monkeypatch, grid, text):
-    monkeypatch.setattr(pipeline, "run", lambda _opts: pytest.fail("a cell ran"))
+    monkeypatch.setattr(engine, "run", lambda _opts: pytest.fail("a cell ran"))
     assert _sweep(tmp_path, *grid) == 2
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err and "sweep cell" not in err
@@ -112,7 +111,7 @@ def test_a_crashing_cell_exits_3_and_ctrl_c_stops_the_sweep(tmp_path, monkeypatc
         calls.append(opts.model)
         raise (RuntimeError if len(calls) == 1 else KeyboardInterrupt)("boom")
 
-    monkeypatch.setattr(pipeline, "run", crash)
+    monkeypatch.setattr(engine, "run", crash)
     names = ",".join(f"{models}:{f}" for f in ("build", "training", "returns_int"))
     assert _sweep(tmp_path, "--models", names) == 130
     assert len(calls) == 2  # the third cell never ran
@@ -123,9 +122,9 @@ def test_a_crashing_cell_exits_3_and_ctrl_c_stops_the_sweep(tmp_path, monkeypatc
 
 
 def test_an_error_after_ctrl_c_stops_the_sweep(monkeypatch):
-    monkeypatch.setattr(pipeline, "run", lambda _opts: 1 / 0)  # TVM's error for a Ctrl-C
+    monkeypatch.setattr(engine, "run", lambda _opts: 1 / 0)  # TVM's error for a Ctrl-C
     with pytest.raises(KeyboardInterrupt):
-        sweep.run_cell(pipeline.RunOptions(model="m"), interrupted=lambda: True)
+        sweep.run_cell(RunOptions(model="m"), interrupted=lambda: True)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +168,7 @@ def test_policy_gives_each_cell_its_own_models_limits(tmp_path, monkeypatch, mod
         seen[opts.model] = opts.min_sqnr_db
         raise RuntimeError("recorded")
 
-    monkeypatch.setattr(pipeline, "run", record)
+    monkeypatch.setattr(engine, "run", record)
     names = f"{models}:build,{models}:four_channels"
     assert _sweep(tmp_path, "--models", names, "--policy", str(policy), *TINY) == 3
     assert seen == {f"{models}:build": 3.0, f"{models}:four_channels": 20.0}

@@ -23,7 +23,7 @@ def run(args):
     """``qbench build``: the libraries and ``build.md``/``build.json`` in a new folder."""
     from ..core.progress import stage
     from ..pipeline.artefacts import build_artefacts, render_build, write_build
-    from ..pipeline.engine import prepare
+    from ..pipeline.prepare import prepare
 
     opts = replace(run_options(args), build_only=True)
     if opts.rpc or opts.rpc_tracker:

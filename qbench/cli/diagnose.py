@@ -47,7 +47,7 @@ def diagnosis(opts):
         (report with its ``wall_s``, pngs): see ``diagnose.run.diagnose_prepared``.
     """
     from ..diagnose.run import diagnose_prepared
-    from ..pipeline.engine import prepare
+    from ..pipeline.prepare import prepare
 
     started = time.time()
     report, pngs = diagnose_prepared(prepare(opts), opts.accuracy_target)

@@ -104,7 +104,7 @@ def run_options(args):
     Raises:
         UserError: a bad value (names the flag, the value and the valid range).
     """
-    from ..pipeline.engine import RunOptions
+    from ..pipeline.options import RunOptions
     from ..quantize import QuantConfig
 
     _check_args(args)

@@ -17,7 +17,8 @@ def add_parser(command):
 
 
 def run(args):
-    from ..pipeline.engine import prepare, tune_graphs, tuning_remote
+    from ..pipeline.prepare import prepare, tuning_remote
+    from ..pipeline.tune import tune_graphs
 
     opts = run_options(args)
     tuning_remote(opts)  # before any work: --rpc alone cannot tune

@@ -36,7 +36,7 @@ def build_artefacts(p):
     from ..compile.build import lower, schedule_counts
     from ..core.progress import stage
     from ..core.remote import export
-    from .engine import graphs
+    from .prepare import graphs
 
     triple = _triple(p.target)
     files, built = {}, {}
