@@ -1,0 +1,29 @@
+"""The Python entry point, ``qbench.pipeline.run(RunOptions)``, as docs/usage.md shows it:
+the same run as ``qbench run`` with the same options, to the same numbers."""
+
+import json
+from pathlib import Path
+
+from qbench.cli.main import main
+from qbench.pipeline import RunOptions, run
+from qbench.report.write import write_reports
+
+TINY = str(Path(__file__).parent / "fixtures" / "tiny_model.py") + ":build"
+SIZES = {"data": "synthetic", "calib_size": 4, "eval_size": 8, "batch_size": 4}
+
+
+def test_the_python_entry_gives_what_the_command_gives(tmp_path):
+    folders = {f: str(tmp_path / f) for f in ("cache_dir", "tuning_db")}
+    report = run(RunOptions(model=TINY, **SIZES, **folders, reports_dir=str(tmp_path / "api")))
+    written = write_reports(report, tmp_path / "api")
+    argv = ["run", "--model", TINY, "--data", "synthetic", "--calib-size", "4"]
+    argv += ["--eval-size", "8", "--batch-size", "4", "--reports-dir", str(tmp_path / "cli")]
+    argv += ["--cache-dir", folders["cache_dir"], "--tuning-db", folders["tuning_db"]]
+    code = main(argv)
+    (cli_json,) = (tmp_path / "cli").glob("*/report.json")
+    api, cli = (json.loads(p.read_text()) for p in (written / "report.json", cli_json))
+    assert code == (0 if report.signoff.verdict == "PASS" else 1)
+    assert api["signoff"]["verdict"] == cli["signoff"]["verdict"]
+    for runner in ("tvm_fp32", "tvm_int8"):
+        assert api["results"][runner]["metrics"] == cli["results"][runner]["metrics"]
+    assert api["calibration"]["cache_hit"] is False and cli["calibration"]["cache_hit"] is True
