@@ -22,6 +22,8 @@ def add_parser(command):
 
 
 def run(args):
+    """``qbench diagnose``: the diagnosis, its summary and report folder; with the fallback,
+    exit 1 when it misses ``--accuracy-target``."""
     from ..core.progress import stage
     from ..report.diagnosis import sensitive_table, summary, write_diagnosis
 

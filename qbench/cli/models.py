@@ -18,11 +18,13 @@ def add_parser(command):
 
 
 def run(args):
-    pattern, reports_dir = args.pattern, args.reports_dir
+    """``qbench models``: the registered models matching ``args.pattern``, with their
+    weights' source and last report."""
     from tabulate import tabulate
 
     from ..model.zoo import list_models
 
+    pattern, reports_dir = args.pattern, args.reports_dir
     names = list_models(pattern)
     if not names:
         raise UserError(f"models {pattern!r}: no registered model matches (try 'resnet*')")

@@ -25,14 +25,15 @@ def add_parser(command):
 
 
 def run(args):
+    """``qbench run``: the run, its console summary and its report folder; exit 0 on PASS."""
     from ..core.progress import stage
-    from ..pipeline.engine import run
+    from ..pipeline import engine
     from ..report.markdown import render_console
     from ..report.write import write_reports
 
     opts = run_options(args)
     attachments = {}
-    report = run(opts, attachments)
+    report = engine.run(opts, attachments)
     with stage("report"):
         print(render_console(report))
         out = write_reports(report, opts.reports_dir, attachments)

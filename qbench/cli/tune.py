@@ -17,6 +17,7 @@ def add_parser(command):
 
 
 def run(args):
+    """``qbench tune``: tune the prepared run's graphs; one line per graph; exit 130 on Ctrl-C."""
     from ..pipeline.prepare import prepare, tuning_remote
     from ..pipeline.tune import tune_graphs
 
