@@ -327,6 +327,26 @@ def test_every_option_has_a_help_text_and_shows_its_default(capsys):
     assert "(default: off)" in out and "(required)" in out
 
 
+def _flags(name):
+    return {f for a in _commands()[name]._actions for f in a.option_strings}
+
+
+def test_each_command_offers_only_the_options_it_uses():
+    """run and sweep take every group; build runs nothing (no device, timing, sign-off or
+    tuning budget); tune neither times nor signs off; diagnose signs nothing off and tunes
+    nothing."""
+    timing, remote = {"--warmup", "--repeat"}, {"--rpc", "--rpc-tracker", "--rpc-key"}
+    signoff = {"--min-sqnr", "--min-cosine", "--min-top1-agreement", "--max-int8-latency-ms"}
+    budget = {"--trials", "--time-budget", "--tune-graphs"}
+    for name in ("run", "sweep"):
+        assert timing | remote | signoff | budget <= _flags(name), name
+    assert not (timing | remote | signoff | budget) & _flags("build")
+    assert not (timing | signoff) & _flags("tune") and budget | remote <= _flags("tune")
+    assert not (signoff | budget) & _flags("diagnose") and timing | remote <= _flags("diagnose")
+    for name in ("build", "tune", "diagnose"):
+        assert {"--model", "--target", "--calib-mode", "--tuning-db"} <= _flags(name), name
+
+
 TINY = textwrap.dedent("""
     import torch
     from torch import nn

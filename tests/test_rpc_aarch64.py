@@ -64,10 +64,17 @@ def test_build_for_an_arm_server_writes_aarch64_libraries_with_sdot_kernels(tmp_
     assert "AArch64" in (folder / "build.md").read_text()
 
 
-def test_build_refuses_a_remote_option(tmp_path, models, capsys):
-    args = ["build", "--model", f"{models}:build", *TINY, "--rpc", "127.0.0.1:9"]
-    assert main([*args, "--reports-dir", str(tmp_path / "rep")]) == 2
-    assert "qbench build runs nothing" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "option",
+    [["--rpc", "127.0.0.1:9"], ["--repeat", "50"], ["--min-sqnr", "20"], ["--trials", "4"]],
+)
+def test_build_refuses_an_option_it_does_not_use(tmp_path, models, capsys, option):
+    """qbench build runs nothing: no device, no timing, no sign-off, no tuning budget."""
+    args = ["build", "--model", f"{models}:build", *TINY, *option]
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--reports-dir", str(tmp_path / "rep")])
+    assert e.value.code == 2
+    assert f"unrecognized arguments: {' '.join(option)}" in capsys.readouterr().err
     assert not (tmp_path / "rep").exists()
 
 

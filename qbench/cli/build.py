@@ -3,7 +3,6 @@ nothing; deployable libraries and a record of the build."""
 
 from dataclasses import replace
 
-from ..core.errors import UserError
 from .exits import EXIT_PASS
 from .options import add_run_options
 from .runopts import run_options
@@ -16,7 +15,7 @@ def add_parser(command):
         "calibrate here, then compile the FP32 and INT8 graphs for a target without running "
         "them (another CPU, a GPU not at hand): deployable libraries and a record of the build",
     )
-    add_run_options(b)
+    add_run_options(b, omit=("timing", "signoff", "tuning budget", "remote"))
 
 
 def run(args):
@@ -26,10 +25,6 @@ def run(args):
     from ..pipeline.prepare import prepare
 
     opts = replace(run_options(args), build_only=True)
-    if opts.rpc or opts.rpc_tracker:
-        raise UserError(
-            "--rpc/--rpc-tracker: qbench build runs nothing; run on a device with qbench run"
-        )
     files, record = build_artefacts(prepare(opts))
     with stage("write"):
         out = write_build(record, files, opts.reports_dir)

@@ -17,7 +17,7 @@ def add_parser(command):
         "activations-only) and sensitivity ranking on the calibration images; with "
         "--accuracy-target, the layers to keep in FP32 (a file for --skip-layers @FILE)",
     )
-    add_run_options(d)
+    add_run_options(d, omit=("signoff", "tuning budget"))
     add_fallback_options(d)
 
 

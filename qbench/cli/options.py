@@ -112,17 +112,29 @@ def add_model_options(r, grid=False):
     r.add_argument("-v", "--verbose", action="store_true", help="log details of every stage")
 
 
-def add_run_options(r, grid=False):
-    """Options of run and tune: model, target and data, quantization, sign-off, tuning;
-    ``grid``: ``--models`` and ``--targets`` (sweep) instead of ``--model`` and ``--target``."""
+OMITTABLE = {  # option group: the defaults a command without those options runs with
+    "timing": {"warmup": 3, "repeat": MIN_REPEAT},
+    "signoff": {dest: None for dest, _, _ in SIGNOFF_OPTIONS},
+    "tuning budget": {"trials": 16, "time_budget": None, "tune_graphs": "fp32,int8"},
+    "remote": {"rpc": None, "rpc_tracker": None, "rpc_key": None},
+}
+
+
+def add_run_options(r, grid=False, omit=()):
+    """Options of run-like commands: model, target and data, timing, quantization, sign-off,
+    tuning; ``grid``: ``--models`` and ``--targets`` (sweep) instead of ``--model`` and
+    ``--target``. The groups in ``omit`` (keys of ``OMITTABLE``: a command that does not use
+    them) are not offered (argparse refuses them, exit 2) and take their defaults."""
     add_model_options(r, grid)
-    add_data_options(r, grid)
-    add_quant_options(r)
-    add_tuning_options(r)
+    add_data_options(r, grid, timing="timing" not in omit, remote="remote" not in omit)
+    add_quant_options(r, signoff="signoff" not in omit)
+    add_tuning_options(r, budget="tuning budget" not in omit)
+    r.set_defaults(**{k: v for group in omit for k, v in OMITTABLE[group].items()})
 
 
-def add_data_options(r, grid=False):
-    """Target, data, preprocessing, threads and timing; ``grid``: ``--targets`` (sweep)."""
+def add_data_options(r, grid=False, timing=True, remote=True):
+    """Target, data, preprocessing, threads, (with ``remote``) remote devices and (with
+    ``timing``) timing; ``grid``: ``--targets`` (sweep)."""
     what = 'llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\''
     if grid:
         r.add_argument("--targets", default="llvm", help=f"comma-separated, each {what}")
@@ -159,9 +171,13 @@ def add_data_options(r, grid=False):
         default=os.cpu_count() or 1,
         help="CPU threads for TVM and PyTorch alike (default: all cores, %(default)s here)",
     )
-    add_remote_options(r)
-    r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
-    r.add_argument("--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})")
+    if remote:
+        add_remote_options(r)
+    if timing:
+        r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
+        r.add_argument(
+            "--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})"
+        )
 
 
 def add_remote_options(r):
@@ -183,8 +199,8 @@ def add_remote_options(r):
     )
 
 
-def add_quant_options(r):
-    """Calibration, quantization, sign-off thresholds and output folders."""
+def add_quant_options(r, signoff=True):
+    """Calibration, quantization, (with ``signoff``) sign-off thresholds, output folders."""
     from ..calibration import MODES
     from ..quantize import QuantConfig
     from ..quantize.config import WEIGHT_ROUNDINGS
@@ -223,7 +239,8 @@ def add_quant_options(r):
         help="7-bit weights ([-63, 63]): on AVX2 CPUs without VNNI they run on FBGEMM's "
         "vpmaddubsw kernel, exact; they cost weight precision everywhere",
     )
-    add_signoff_options(r)
+    if signoff:
+        add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
     r.add_argument("--reports-dir", default="reports", help="reports are written under it")
 
@@ -245,14 +262,16 @@ def add_signoff_options(r):
         )
 
 
-def add_tuning_options(r):
-    """The tuning database and MetaSchedule's budget."""
+def add_tuning_options(r, budget=True):
+    """The tuning database and (with ``budget``) MetaSchedule's budget."""
     r.add_argument(
         "--tuning-db",
         default=None,
         help="tuning database root (default: "
         "$QBENCH_TUNING_DB or ~/.cache/qbench/tuning); one folder per target",
     )
+    if not budget:
+        return
     r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
     r.add_argument(
         "--time-budget", type=float, help="minutes of tuning, then stop (default: no limit)"

@@ -13,7 +13,7 @@ def add_parser(command):
         "MetaSchedule-tune the FP32 and INT8 graphs of a model into the tuning database, "
         "which every run applies",
     )
-    add_run_options(t)
+    add_run_options(t, omit=("timing", "signoff"))
 
 
 def run(args):
