@@ -307,8 +307,7 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     assert timed["settings"]["TVM_NUM_THREADS"] == "1"
     md = next((tmp_path / "rep").glob("*/report.md")).read_text()
     assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in md
-    commit = report["environment"]["qbench_commit"]
-    assert commit is None or len(commit.removesuffix("-dirty")) == 40
+    assert report["environment"]["qbench_commit"] == _checkout_commit()
     for name in ("tvm_fp32", "tvm_int8"):
         match = report["results"][name]["per_image"]["top1_match"]
         assert (
@@ -347,3 +346,36 @@ def test_an_a_a_pair_under_bursty_load_flags_nothing(tmp_path):
         r["verdict"].startswith("not judged: machine load not shown") for r in absolute.values()
     )
     assert {r["verdict"] for r in rows if r["metric"] == "latency ratio / TVM FP32"} == {"~"}
+
+
+def _checkout_commit():
+    """What a report should name as its qbench commit, read with git itself: HEAD of the
+    checkout whose top holds the imported qbench package (+ "-dirty" with tracked changes),
+    or None for an installed package."""
+    import subprocess
+
+    import qbench
+
+    root = Path(qbench.__file__).resolve().parent.parent
+
+    def git(*args):
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    if git("rev-parse", "--show-toplevel") != str(root):
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "HEAD") + ("-dirty" if dirty else "")
+
+
+def test_a_report_names_the_commit_of_the_checkout_it_ran_from():
+    """In a git checkout (this suite's), the commit is found; a report of a checkout must
+    never say "unknown" (the moved provenance module once looked one folder too low)."""
+    import qbench
+    from qbench.measure.provenance import qbench_commit
+
+    expected = _checkout_commit()
+    assert qbench_commit() == expected
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / ".git").exists() and Path(qbench.__file__).resolve().parent == repo / "qbench":
+        assert len(expected.removesuffix("-dirty")) == 40  # this suite runs from a checkout

@@ -38,9 +38,15 @@ def module_name(root, path):
 
 
 def _imported(node, name, is_package):
-    """The absolute names an import statement ``node`` of module ``name`` reads."""
+    """The absolute names an import statement ``node`` of module ``name`` reads, or the
+    constant name ``importlib.import_module("qbench...")`` reads; [] for other nodes."""
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module":
+        first = node.args[0] if node.args else None
+        return [first.value] if isinstance(first, ast.Constant) and first.value else []
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
     package = name.split(".") if is_package else name.split(".")[:-1]
     base = package[: len(package) - node.level + 1] if node.level else []
     source = ".".join(base + ([node.module] if node.module else []))
@@ -58,8 +64,6 @@ def import_graph(root):
         own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1 + is_package)}
         deps = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
             for target in _imported(node, name, is_package):
                 parts = target.split(".")
                 prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
@@ -134,11 +138,11 @@ def test_a_planted_cycle_is_found(tmp_path):
 
 def test_a_planted_backward_import_is_found(tmp_path):
     root = _planted(tmp_path, "model/graph.py", "from ..report import tables")
-    problems = layering_problems(import_graph(root))
-    assert problems == [
+    problems = set(layering_problems(import_graph(root)))
+    assert problems - set(layering_problems(import_graph(PACKAGE))) == {
         "qbench.model.graph (model) imports qbench.report from the later stage report",
         "qbench.model.graph (model) imports qbench.report.tables from the later stage report",
-    ]
+    }
 
 
 def test_a_lazy_import_counts(tmp_path):
@@ -153,6 +157,7 @@ def test_a_lazy_import_counts(tmp_path):
     [
         ("data/hf.py", "import qbench.pipeline.engine", "qbench.pipeline.engine"),
         ("model/zoo.py", "from qbench.measure.runners import TVMRunner", "qbench.measure.runners"),
+        ("core/words.py", "importlib.import_module('qbench.cli.main')", "qbench.cli.main"),
     ],
 )
 def test_absolute_imports_count(tmp_path, module, line, expected):

@@ -4,7 +4,10 @@ the same run as ``qbench run`` with the same options, to the same numbers."""
 import json
 from pathlib import Path
 
+import pytest
+
 from qbench.cli.main import main
+from qbench.core.errors import UserError
 from qbench.pipeline import RunOptions, run
 from qbench.report.write import write_reports
 
@@ -27,3 +30,11 @@ def test_the_python_entry_gives_what_the_command_gives(tmp_path):
     for runner in ("tvm_fp32", "tvm_int8"):
         assert api["results"][runner]["metrics"] == cli["results"][runner]["metrics"]
     assert api["calibration"]["cache_hit"] is False and cli["calibration"]["cache_hit"] is True
+
+
+def test_a_fallback_without_held_out_images_is_refused_before_any_work(tmp_path):
+    """RunOptions' holdout_size is 0 (no fallback); the command line's is 64."""
+    opts = RunOptions(model=TINY, **SIZES, accuracy_target=0.9, cache_dir=str(tmp_path / "c"))
+    with pytest.raises(UserError, match="holdout_size 0 must be >= 1"):
+        run(opts)
+    assert not (tmp_path / "c").exists()

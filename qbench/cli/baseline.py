@@ -137,8 +137,9 @@ def run_compare(args):
         base_path, why = store.choose(args.store, report)
         if base_path is None:
             k = store.key(report)
+            missing = "" if Path(args.store).is_dir() else " (the folder does not exist)"
             reason = (
-                f"no baseline in {args.store} created before this report for machine "
+                f"no baseline in {args.store}{missing} created before this report for machine "
                 f"{k['machine']}, model {k['model']}, target {k['target']} (qbench baseline "
                 f"save REPORT --store {args.store})"
             )

@@ -11,10 +11,12 @@ import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
+import qbench
+
 from .. import __version__
 from .timing import PROTOCOL
 
-SOURCE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = Path(qbench.__file__).resolve().parent.parent  # the folder holding qbench/
 
 
 def definition(prepared):

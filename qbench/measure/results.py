@@ -44,7 +44,7 @@ class _Flat:
 
 @dataclass(frozen=True)
 class Latency(_Flat):
-    """Latency statistics of one runner's samples (``compare.latency_stats``), ms."""
+    """Latency statistics of one runner's samples (``metrics.latency_stats``), ms."""
 
     median_ms: float
     p90_ms: float
@@ -62,11 +62,11 @@ class RunnerResult:
         latency: statistics of ``samples_ms``.
         samples_ms: latency of one batch per timing round, ms (``timing.interleaved``: sample
             i of every runner comes from round i).
-        metrics: {metric name: value} (``compare.compare_logits``: fractions in [0, 1] with
+        metrics: {metric name: value} (``metrics.compare_logits``: fractions in [0, 1] with
             their ``_count``/``_total``, ``max_abs_diff`` in logit units, ``cosine``,
             ``sqnr_db`` in dB, ``nonfinite_logits``); keys a run could not compute are absent.
         per_image: {``top1_match`` | ``top1_correct``: list of N 0/1 ints}
-            (``compare.per_image``).
+            (``metrics.per_image``).
         device: the device that ran it: ``host`` (this machine), or a remote device in
             words (``remote.Device.name``: key, server, triple and CPU).
     """
@@ -280,7 +280,7 @@ class RunResult:
 
     Attributes:
         created: UTC time of the report, ISO 8601 (seconds).
-        environment: CPU, threads, versions and the target dict (``report.environment``).
+        environment: CPU, threads, versions and the target dict (``report.assemble.environment``).
         definition: what defines the run and its sha256 ``digest`` (``provenance.definition``).
         model, data: ``ModelInfo``, ``DataInfo``.
         config: the run's options; policy: the ``--policy`` applied, or None; precision: the

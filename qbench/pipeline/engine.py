@@ -95,7 +95,7 @@ def _diagnosed(p, attachments):
 
 
 def _named(outcomes, keys):
-    """``outcomes`` (``compare.per_image``) with each flip's ``image`` key added."""
+    """``outcomes`` (``metrics.per_image``) with each flip's ``image`` key added."""
     for f in outcomes.get("flips", []):
         f["image"] = str(keys[f["index"]]) if keys else None
     return outcomes

@@ -1,12 +1,10 @@
 """``RunOptions``: everything a run takes, as ``qbench run``'s options give it."""
 
-import logging
+import os
 from dataclasses import dataclass, field
 
 from ..quantize import QuantConfig
 from ..signoff.checks import Limits
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,7 +30,7 @@ class RunOptions:
     eval_size: int = None
     batch_size: int = 8
     seed: int = 0
-    threads: int = 2
+    threads: int = os.cpu_count() or 1  # as qbench run's --threads
     warmup: int = 3
     repeat: int = 20
     min_top1_agreement: float = Limits.min_top1_agreement

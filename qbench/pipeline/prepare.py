@@ -31,6 +31,11 @@ def prepare(opts):
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
+    if opts.accuracy_target is not None and opts.holdout_size < 1:
+        raise UserError(  # the command line's default is 64; RunOptions' is 0 (no fallback)
+            f"accuracy_target {opts.accuracy_target}: the fallback is judged on held-out "
+            f"images; holdout_size {opts.holdout_size} must be >= 1 (qbench run: 64)"
+        )
     if opts.tuning_db is None:  # the API's default is the CLI's
         opts = replace(opts, tuning_db=str(tuning.default_root()))
     check_writable(opts.cache_dir, "--cache-dir")

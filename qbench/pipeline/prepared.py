@@ -31,7 +31,7 @@ class Prepared:
         int8_mod: the INT8 Relax ``tvm.IRModule``.
         int8_kernels: the report's ``int8_kernels`` dict (``cpu_class``, ``paths``: INT8
             layers by kernel path).
-        diagnosis: the per-layer diagnosis report dict (``diagnose.command``) with
+        diagnosis: the per-layer diagnosis report dict (``diagnose.run``) with
             ``--diagnose`` or ``--accuracy-target``, else None.
         unaccounted: ``graph.unaccounted_calls``: the model's Conv2d/Linear calls that no
             layer of the graph stands for (they run in FP32; the layer table counts them).

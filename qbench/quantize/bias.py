@@ -23,7 +23,7 @@ def bias_shifts(model, fakes, x, active=None):
 
     Args:
         model: the FP32 PyTorch model (eval mode).
-        fakes: its ``diagnose.fakequant.FakeLayer`` list (graph order).
+        fakes: its ``quantize.fakequant.FakeLayer`` list (graph order).
         x: the calibration images, float32 tensor (N, C, H, W), all in one batch, so that each
             layer's shift is known before any later layer sees the data.
         active: indices of the layers in INT8 (default: all of ``fakes``); the others run

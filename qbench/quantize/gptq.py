@@ -230,7 +230,7 @@ def gptq_weights(model, fakes, layers, plans, x):
 
     Args:
         model: the FP32 PyTorch model (eval mode).
-        fakes: its ``diagnose.fakequant.FakeLayer`` list (graph order), built from ``plans``.
+        fakes: its ``quantize.fakequant.FakeLayer`` list (graph order), built from ``plans``.
         layers, plans: ``graph.Layer`` and ``quantize.rewrite.LayerPlan`` lists.
         x: calibration images, float32 tensor (N, C, H, W), all in one batch.
 

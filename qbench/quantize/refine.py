@@ -1,7 +1,7 @@
 """Refining the nearest-rounded INT8 plans on calibration images: GPTQ weight rounding
 (``quantize.gptq``), then empirical bias correction (``quantize.bias``), each as the
 ``QuantConfig`` asks. Both run the PyTorch model with fake-quantized layers
-(``diagnose.fakequant``), so a model without a module per layer keeps its plans, with a
+(``quantize.fakequant``), so a model without a module per layer keeps its plans, with a
 warning."""
 
 from .. import data

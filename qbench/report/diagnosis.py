@@ -113,7 +113,7 @@ PATH_HEADS = [
 
 
 def path_table(fallback, fmt="github"):
-    """The fallback's path, one row per step (``diagnose.command.fallback_record``): the
+    """The fallback's path, one row per step (``diagnose.run.fallback_record``): the
     layer added, held-out agreement with counts and interval, SQNR, its gain, latency."""
     rows, before = [], None
     for i, s in enumerate(fallback["steps"]):

@@ -67,7 +67,7 @@ def latency_svg(results):
 
 def diagnosis_svg(diagnosis):
     """The diagnosis' SQNR of each INT8 layer's output against FP32, in graph order, for the
-    four quantization cases of ``diagnose.report.COLUMNS``; layers the FP32 fallback kept
+    four quantization cases of ``report.diagnosis.COLUMNS``; layers the FP32 fallback kept
     are shaded.
 
     Args:
@@ -108,7 +108,7 @@ def fallback_svg(fallback):
     target as a dashed line.
 
     Args:
-        fallback: ``RunResult.diagnosis["fallback"]`` (``diagnose.command.fallback_record``).
+        fallback: ``RunResult.diagnosis["fallback"]`` (``diagnose.run.fallback_record``).
     Returns:
         SVG text, or None when fewer than two steps were timed.
     """

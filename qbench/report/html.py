@@ -95,7 +95,7 @@ def render_html(report, attachments=None):
 def verdict_block(signoff):
     """The verdict (a ``results.Verdict``), large, in green (PASS), amber (PASS, NOT SHOWN:
     a check whose interval does not show its limit) or red (FAIL), with each
-    failed check's value and limit (``report.check_value_and_limit``)."""
+    failed check's value and limit (``tables.check_value_and_limit``)."""
     verdict, failed = signoff.verdict, signoff.failed
     items = []
     for c in failed:

@@ -127,7 +127,7 @@ def flip_lines(report):
 
 
 def decisive_table(report, fmt):
-    """The decisive flips (``compare.flips``), one row each: runner, image, PyTorch FP32
+    """The decisive flips (``metrics.flips``), one row each: runner, image, PyTorch FP32
     margin, PyTorch's class, the runner's class; None when there are none."""
     rows = [
         [RUNNER_TITLES[name], f.get("image") or f"#{f['index']}", f"{f['margin']:.3f}"]
@@ -155,7 +155,7 @@ def flip_parts(report, fmt):
 def percent_with_counts(metrics, key):
     """``87.6 % (629/718; CI 85.0-89.9)`` for the fraction ``metrics[key]``, its counts and
     its 95 % interval (where the metrics have one); a top-5 agreement's counts are class
-    slots and its interval is over images (``compare.with_counts``): ``95.7 % (67/70
+    slots and its interval is over images (``metrics.with_counts``): ``95.7 % (67/70
     classes; CI 66.1-99.8 over images)``. ``-`` if absent."""
     if metrics.get(key) is None:
         return "-"

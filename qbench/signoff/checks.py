@@ -38,9 +38,9 @@ class Limits:
         max_int8_latency_ms: highest median TVM INT8 latency of one batch, ms > 0, or None
             (no limit).
         min_decisive_top1_agreement: lowest INT8 top-1 agreement counting only decisive
-            flips (``compare.flips``), a fraction in [0, 1], or None (no such check).
+            flips (``metrics.flips``), a fraction in [0, 1], or None (no such check).
         near_tie_margin: PyTorch FP32's softmax top-1 minus top-2 probability under which a
-            flip is a near-tie, in [0, 1] (``compare.NEAR_TIE_MARGIN``: its measurement).
+            flip is a near-tie, in [0, 1] (``metrics.NEAR_TIE_MARGIN``: its measurement).
     """
 
     min_top1_agreement: float = 0.97
@@ -107,7 +107,7 @@ def signoff(
     applicable, and the fidelity checks (finite logits, SQNR, cosine) judge such outputs.
 
     Args:
-        results: {runner name: ``results.RunnerResult``} (see ``pipeline._results``).
+        results: {runner name: ``results.RunnerResult``} (see ``pipeline.engine._results``).
         limits: the thresholds, a ``Limits``.
         classes: K of the (N, K) logits, >= 1.
         random_weights: the model runs on random initialisation; such a run is never
@@ -216,7 +216,7 @@ def _ranking(name, metrics, limit, classes, k):
 
 
 def _decisive(int8, limits, classes):
-    """INT8 top-1 agreement with near-tie flips forgiven (``compare.flips``)."""
+    """INT8 top-1 agreement with near-tie flips forgiven (``metrics.flips``)."""
     name = f"INT8 decisive top-1 agreement (margin {limits.near_tie_margin:g})"
     limit = limits.min_decisive_top1_agreement
     if classes == 1:
