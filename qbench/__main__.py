@@ -1,0 +1,5 @@
+"""``python -m qbench``: the ``qbench`` command (``cli.main.entry``)."""
+
+from .cli.main import entry
+
+entry()
