@@ -347,6 +347,26 @@ def test_each_command_offers_only_the_options_it_uses():
         assert {"--model", "--target", "--calib-mode", "--tuning-db"} <= _flags(name), name
 
 
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (
+            ["run", "--model", "x", "--calib-mode", "nope"],
+            "qbench run: error: argument --calib-mode",
+        ),
+        (["runn"], "qbench: error: argument COMMAND: invalid choice: 'runn' (choose from 'run'"),
+        (["build", "--model", "x", "--repeat", "3"], "qbench build: error: unrecognized"),
+        (["baseline", "save"], "qbench baseline save: error: the following arguments are"),
+    ],
+)
+def test_a_command_line_error_is_one_line_naming_it(argv, named, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and err.startswith(named), err
+    assert err.rstrip().endswith("--help')")
+
+
 TINY = textwrap.dedent("""
     import torch
     from torch import nn

@@ -48,6 +48,25 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line naming the problem (argparse's own
+    message, with the valid choices where it has them) and a pointer to ``--help``, exit 2;
+    argparse's default prints the whole usage first."""
+
+    def error(self, message, prog=None):
+        prog = prog or self.prog
+        self.exit(2, f"{prog}: error: {message} (see '{prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with unknown options named against the command that refuses them."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            self.error(f"unrecognized arguments: {' '.join(extras)}", prog)
+        return parsed
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the description's line breaks and appends each option's default.
 
@@ -70,7 +89,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def _parser():
     from .. import __version__
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         allow_abbrev=False,
         prog="qbench",
         description=DESCRIPTION,
