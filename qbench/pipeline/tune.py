@@ -1,13 +1,10 @@
 """Tuning a prepared run's FP32 and INT8 graphs into the user's database (``qbench tune``,
 ``qbench run --tune``)."""
 
-import logging
 import time
 
 from ..compile import tuning
 from .prepare import graphs, tuning_remote
-
-log = logging.getLogger(__name__)
 
 
 def tune_graphs(p, trials_per_task, time_budget_min=None, which=("fp32", "int8")):
