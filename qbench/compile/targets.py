@@ -10,6 +10,7 @@ import json
 import re
 
 from ..core.errors import UserError
+from .features import AMX_FEATURES, SYSTEM_FEATURES, amx_ready, host_lacks
 from .kernels.gpu import TARGET_DEFAULTS
 
 
@@ -43,20 +44,29 @@ class Llvm:
     @staticmethod
     def host(threads):
         """The llvm target dict for this CPU: explicit triple and ``mcpu`` (``-mcpu=native``
-        is ignored by the wheel's default triple, see DESIGN.md) and ``num-cores``."""
+        is ignored by the wheel's default triple, see DESIGN.md) and ``num-cores``; with
+        ``mattr`` ``+amx-tile,+amx-int8`` when the CPU has AMX tiles and this process may use
+        them (``features.amx_ready``) but LLVM's model of the ``mcpu`` lacks them (an Intel
+        Xeon VM with AMX is ``rocketlake`` to LLVM 22)."""
         import platform
 
+        import tvm
         from tvm.target import codegen
 
         # The wheel reports its build triple (x86_64-conda-linux-gnu); name the host's plainly.
         machine = platform.machine()
         triple = "x86_64-linux-gnu" if machine == "x86_64" else codegen.llvm_get_system_triple()
-        return {
+        target = {
             "kind": "llvm",
             "mtriple": triple,
             "mcpu": codegen.llvm_get_system_cpu(),
             "num-cores": int(threads),
         }
+        if amx_ready():
+            modelled = set(codegen.llvm_get_cpu_features(tvm.target.Target(target)))
+            if not set(AMX_FEATURES) <= modelled:
+                target["mattr"] = ["+" + f for f in AMX_FEATURES]
+        return target
 
     @staticmethod
     def check(target, text, runs_here=True):
@@ -106,14 +116,22 @@ class Llvm:
     @staticmethod
     def _missing_features(tvm_target):
         """The instruction-set features of ``tvm_target`` this CPU lacks, sorted; ``64bit``
-        when this CPU is 64-bit and the target's ``mcpu`` is not."""
+        when this CPU is 64-bit and the target's ``mcpu`` is not. The host's features are
+        its own (``features.host_lacks``: /proc/cpuinfo, AMX only once granted), or LLVM's
+        model of its ``mcpu`` where the CPU cannot be read; features of instructions that
+        generated code never holds (``features.SYSTEM_FEATURES``) are not asked for."""
         import tvm
         from tvm.target import codegen
 
-        host = set(codegen.llvm_get_cpu_features(tvm.target.Target(Llvm.host(1))))
-        wanted = set(codegen.llvm_get_cpu_features(tvm_target))
-        missing = {f for f in wanted - host if not f.startswith(Llvm.TUNING_PREFIXES)}
-        if "64bit" in host and "64bit" not in wanted:
+        modelled = set(codegen.llvm_get_cpu_features(tvm.target.Target(Llvm.host(1))))
+        wanted = {
+            f
+            for f in codegen.llvm_get_cpu_features(tvm_target)
+            if not f.startswith(Llvm.TUNING_PREFIXES) and f not in SYSTEM_FEATURES
+        }
+        lacking = host_lacks(wanted)
+        missing = set(wanted - modelled if lacking is None else lacking)
+        if "64bit" in modelled and "64bit" not in wanted:
             missing.add("64bit")
         return sorted(missing)
 

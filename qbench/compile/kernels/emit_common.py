@@ -21,8 +21,8 @@ def padded_columns(bb, x, padding, strides, pad_value):
 
 
 def padded_nchw16c(bb, data, padding, zero_point):
-    """uint8 NCHW16c ``data`` padded spatially with ``zero_point``; ``padding``: (top, left,
-    bottom, right)."""
+    """uint8 channel-blocked ``data`` (N, C/b, H, W, b) padded spatially with ``zero_point``;
+    ``padding``: (top, left, bottom, right)."""
     from tvm.relax import op
 
     if not any(padding):

@@ -227,3 +227,47 @@ def _nchw16c_of(bb, x_q, zero_point):
     if blocked is None:
         blocked = bb.emit(bb.call_te(layout.pack_nchw16c, x_q, zero_point))
     return blocked
+
+
+def amx_requantized(bb, chain):
+    """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv_u8``), storing
+    uint8 NCHW16c. It reads the NCHW16c tensor of the uint8 kernel before it, padded in that
+    layout; another input is packed to NCHW4c when it has at most 4 channels (the stem: 7
+    taps of 4 channels in one tile row), else to NCHW16c. The columns a tile row reads past
+    the kernel's taps are padded with the zero point. Returns the unpacked (N, C, OH, OW)
+    uint8 tensor, as ``packed_requantized``."""
+    import dataclasses
+
+    from tvm import relax
+
+    from . import amx, layout
+
+    layer, attrs = chain.layer, chain.layer.attrs
+    zp, (channels, inputs, kh, kw) = int(layer.zero_point), layer.weight.shape
+    strides = tuple(int(s) for s in attrs.strides)
+    dilation = tuple(int(d) for d in attrs.dilation)
+    blocked = nchw16c_behind(bb, layer.x_q)
+    if blocked is None and inputs <= amx.QUAD:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw4c, layer.x_q, zp))
+    elif blocked is None:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
+    shape = [int(v) for v in blocked.ty.shape]
+    top, left, bottom, right = layer.padding
+    shape[2:4] = [shape[2] + top + bottom, shape[3] + left + right]
+    p = amx.plan(shape, channels, (kh, kw), strides, dilation)
+    extra = amx.extra_columns(p)
+    data = padded_nchw16c(bb, blocked, (top, left, bottom, right + extra), zp)
+    p = dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))
+    args = [data, _const(amx.pack_weight(layer.weight, p), "int8")]
+    args += _blocked_constants(chain, layer.correction)
+    residual = None
+    if chain.residual is not None:
+        t_q, k, z_t = chain.residual
+        args.append(_nchw16c_of(bb, t_q, z_t))
+        residual = (k, z_t)
+    epilogue = (chain.zero_point, chain.bounds, residual)
+    func = amx.conv_u8(p, epilogue, residual is not None, amx.AmxTiles())
+    kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d_u8")
+    out = relax.TensorType(p.out, "uint8")
+    blocked = bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
+    return bb.call_te(layout.unpack_nchw16c, blocked, channels)

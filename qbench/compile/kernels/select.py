@@ -45,7 +45,8 @@ class Kernel:
             of a uint8 tensor).
         ops: the op patterns it computes.
         features: LLVM CPU features it needs, all of them (e.g. ``("avx512vnni",)``).
-        emit: ``emit(bb, layer) -> relax.Expr``, the expression replacing the layer.
+        emit: ``emit(bb, layer) -> relax.Expr``, the expression replacing the layer, or None
+            for a kernel that takes requantized layers only (``emit_u8``).
         cpu_class: the CPU class the kernel stands for in reports (INT8 GEMM kernels only).
         emit_u8: ``emit_u8(bb, chain) -> relax.Expr`` for a ``patterns.RequantizedLayer``:
             the layer and its chain to the next quantize as one kernel storing uint8, or
@@ -74,6 +75,15 @@ def _int8_gemm(path, features, cpu_class, accepts=None):
 
 
 KERNELS = (
+    Kernel(
+        "amx",
+        "int8",
+        (CONV2D,),
+        ("amx-tile", "amx-int8"),
+        None,
+        "AMX",
+        emit_int8.amx_requantized,
+    ),
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
     _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
     _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
@@ -97,12 +107,16 @@ KERNELS = (
 NO_FAST_PATH = "no INT8 fast path"
 
 
-def choose(layer, target):
-    """The first ``KERNELS`` entry for ``layer`` on the llvm ``target`` (dict), or None."""
+def choose(layer, target, requantized=False):
+    """The first ``KERNELS`` entry for ``layer`` on the llvm ``target`` (dict), or None;
+    ``requantized``: the layer ends a ``patterns.RequantizedLayer`` (a kernel without
+    ``emit`` takes only those)."""
     from ..features import has_feature
 
     for kernel in KERNELS:
         if kernel.precision != layer.precision or layer.op not in kernel.ops:
+            continue
+        if kernel.emit is None and not requantized:
             continue
         if kernel.accepts is not None and not kernel.accepts(layer):
             continue
@@ -163,7 +177,7 @@ def _visit(mod, target, emit):
             return kernel.emit(self.builder_, layer)
 
         def _requantized(self, chain):
-            kernel = choose(chain.layer, target)
+            kernel = choose(chain.layer, target, requantized=True)
             paths[_path_name(chain.layer, kernel)] += 1
             if not emit:
                 return self.visit_expr_post_order(chain.call)
@@ -193,7 +207,7 @@ def _chains(func, var2val, target):
     found = {}
     for call in var2val.values():
         chain = requantized_layer(call, var2val, uses)
-        kernel = choose(chain.layer, target) if chain is not None else None
+        kernel = choose(chain.layer, target, True) if chain is not None else None
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
     return found

@@ -1,0 +1,401 @@
+"""The INT8 conv2d on Intel AMX tiles (``tdpbusd``), with the integer requantize to uint8
+in its epilogue, reading and writing the channel-blocked uint8 layouts of the VNNI path.
+
+One ``tdpbusd`` multiplies an A tile (up to 16 rows of 64 uint8) by a B tile (up to 16 rows
+of 16 x 4 int8) into a C tile of 16 x 16 int32; it costs the same whatever the depth K of
+the rows (measured on an Intel Xeon with AMX: 5.0 ns for K = 16, 32 and 64 bytes), so a
+kernel is as fast as its rows are long. An A row here is one output pixel, and its bytes
+are ``taps`` consecutive input columns of ``block`` channels each: in NCHW16c data the 16
+channels of 3 neighbouring columns (a 3x3 conv's row of taps, K = 48), in NCHW4c data the
+4 channels of 7 (the 7x7 stem, K = 28), so a row of taps is one instruction, read straight
+from the data with a row stride of ``stride x block`` bytes (overlapping rows: tile loads
+allow any stride). A 1x1 conv on NCHW16c has rows of 16 bytes.
+
+The kernel (``conv_u8``) runs (N, output-channel pairs, output rows) in parallel; each task
+loads its own tile configuration (it is per thread), accumulates 2 x 2 C tiles (2 x 16
+output columns by 2 x 16 output channels) over the input channel blocks, kernel rows and
+tap groups, stores them to a small int32 buffer and requantizes each pixel's 16 channels as
+one vector (``conv2d.requantize_u8``: the arithmetic of the VNNI path, so the uint8 output
+is the same bit for bit). Rows shorter than a tile take tiles of that many rows; a row that
+ends inside a tile takes its last tile shifted back (recomputing a few columns).
+
+The tile operations come from a ``TileOps``: ``AmxTiles`` (the LLVM intrinsics; x86 AMX
+targets only: compiling them for any other CPU aborts the process) or ``LoopTiles``, the
+same program with each tile operation as plain TIR loops of its semantics, so the blocking
+and indexing are checked bit for bit on any CPU.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TILE_ROWS = 16  # rows of a tile: output pixels of an A / C tile, K quads of a B tile
+TILE_BYTES = 64  # bytes of a tile row
+LANES = 16  # output channels of a C tile (int32)
+QUAD = 4  # bytes one tdpbusd dot product takes per lane
+TILES = 8  # tmm0-7
+SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@dataclass(frozen=True)
+class AmxPlan:
+    """The blocking of one AMX conv (all extents in elements).
+
+    Attributes:
+        data: (N, CB, HP, WP, block) shape of the padded uint8 input, ``block`` 4 or 16.
+        out: (N, OCB, OH, OW, 16) shape of the uint8 output.
+        kernel: (KH, KW).
+        strides, dilation: (h, w).
+        taps: input columns per A row (1 with a column dilation).
+        groups: A rows per kernel row: ceil(KW / taps); the taps past KW have zero weights.
+        rows: output columns per tile, min(16, OW).
+        m_tiles, n_tiles: C tiles per task along columns and along output channels.
+    """
+
+    data: tuple
+    out: tuple
+    kernel: tuple
+    strides: tuple
+    dilation: tuple
+    taps: int
+    groups: int
+    rows: int
+    m_tiles: int
+    n_tiles: int
+
+    @property
+    def block(self):
+        return self.data[-1]
+
+    @property
+    def k_bytes(self):
+        """Bytes of an A row (the depth of one ``tdpbusd``)."""
+        return self.taps * self.block
+
+    @property
+    def weight_shape(self):
+        """(OCB, CB, KH, groups, K quads, 16, 4) of ``pack_weight``."""
+        kh = self.kernel[0]
+        return (self.out[1], self.data[1], kh, self.groups, self.k_bytes // QUAD, LANES, QUAD)
+
+    @property
+    def tile_starts(self):
+        """Output column of each M tile of a row, in pairs of ``m_tiles`` (the last tile of
+        a row shifted back to end at OW; an odd count repeats it)."""
+        ow, rows = self.out[3], self.rows
+        count = -(-ow // rows)
+        count += count % self.m_tiles
+        return [min(t * rows, ow - rows) for t in range(count)]
+
+
+def plan(data_shape, channels_out, kernel, strides, dilation):
+    """The ``AmxPlan`` of a conv of ``channels_out`` outputs over padded NC(H)(W)[block]c
+    ``data_shape``, or None when AMX rows would be too short to pay (see ``accepts``).
+
+    The taps of a row are grouped so that a row holds at most 64 bytes and the groups of a
+    kernel row are as even as can be (KW 5 on 16 channels: 2 groups of 3 taps, 1 past KW).
+    """
+    n, cb, hp, wp, block = (int(v) for v in data_shape)
+    kh, kw = kernel
+    taps = min(kw, TILE_BYTES // block) if dilation[1] == 1 else 1
+    groups = -(-kw // taps)
+    taps = -(-kw // groups)
+    oh = (hp - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+    ow = (wp - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+    ocb = -(-int(channels_out) // LANES)
+    rows = min(TILE_ROWS, ow)
+    m_tiles = 2 if ow > rows else 1
+    n_tiles = 2 if ocb % 2 == 0 else 1
+    return AmxPlan(
+        (n, cb, hp, wp, block),
+        (n, ocb, oh, ow, LANES),
+        (kh, kw),
+        tuple(strides),
+        tuple(dilation),
+        taps,
+        groups,
+        rows,
+        m_tiles,
+        n_tiles,
+    )
+
+
+def extra_columns(p):
+    """Input columns an A row may read past the padded width (taps past KW, which meet zero
+    weights): the caller pads them with the zero point so every read stays in the tensor."""
+    last = (p.out[3] - 1) * p.strides[1] + (p.groups * p.taps - 1) * p.dilation[1]
+    return max(0, last - (p.data[3] - 1))
+
+
+def pack_weight(w, p):
+    """int8 (O, C, KH, KW) -> ``p.weight_shape``: for each output-channel block, input block,
+    kernel row and tap group, one B tile of K quads by 16 output channels by 4 bytes, where
+    quad q holds tap ``q // (block / 4)`` and channels ``4 * (q % (block / 4)) + i``;
+    output channels, input channels and taps past the layer's are zero."""
+    o, c, kh, kw = w.shape
+    ocb, cb, _, groups, quads, _, _ = p.weight_shape
+    padded = np.zeros((ocb * LANES, cb * p.block, kh, groups * p.taps), np.int8)
+    padded[:o, :c, :, :kw] = w
+    # (OCB, 16o, CB, C4, 4i, KH, G, T) -> (OCB, CB, KH, G, T, C4, 16o, 4i)
+    blocks = padded.reshape(ocb, LANES, cb, p.block // QUAD, QUAD, kh, groups, p.taps)
+    packed = blocks.transpose(0, 2, 5, 6, 7, 3, 1, 4)
+    return np.ascontiguousarray(packed).reshape(p.weight_shape)
+
+
+class AmxTiles:
+    """Tile operations as the x86 AMX intrinsics of LLVM (``tdpbusd`` and its loads and
+    stores). Tile numbers are immediates; strides are in bytes."""
+
+    emulated = False
+
+    def __init__(self):
+        self.shapes = {}
+
+    @staticmethod
+    def _call(name, *args):
+        from tvm.script.ir_builder import tirx as T
+
+        T.evaluate(T.call_llvm_intrin("void", "llvm.x86." + name, *args))
+
+    @staticmethod
+    def _tile(t):
+        from tvm.script.ir_builder import tirx as T
+
+        return T.uint8(t)
+
+    def request(self):
+        """Ask Linux for the tile state (arch_prctl; per process, idempotent): the library
+        then runs in any process that loads it, a deploying program or an RPC server,
+        without a call of its own."""
+        from tvm.script.ir_builder import tirx as T
+
+        args = (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+        T.evaluate(T.call_extern("int64", "syscall", *(T.int64(a) for a in args)))
+
+    def configure(self, shapes):
+        """Load the tile configuration {tile: (rows, bytes per row)} (palette 1) for this
+        thread."""
+        from tvm.script.ir_builder import tirx as T
+
+        self.shapes = dict(shapes)
+        cfg = T.alloc_buffer((64,), "uint8", scope="local")
+        for i in range(64):
+            T.buffer_store(cfg, T.uint8(0), [i])
+        T.buffer_store(cfg, T.uint8(1), [0])
+        for t, (rows, colsb) in shapes.items():
+            T.buffer_store(cfg, T.uint8(colsb & 0xFF), [16 + 2 * t])
+            T.buffer_store(cfg, T.uint8(colsb >> 8), [17 + 2 * t])
+            T.buffer_store(cfg, T.uint8(rows), [48 + t])
+        self._call("ldtilecfg", T.address_of(cfg[0]))
+
+    def zero(self, t):
+        self._call("tilezero", self._tile(t))
+
+    def load(self, t, buf, offset, stride):
+        from tvm.script.ir_builder import tirx as T
+
+        self._call("tileloadd64", self._tile(t), T.address_of(buf[offset]), T.int64(stride))
+
+    def dot(self, c, a, b):
+        self._call("tdpbusd", self._tile(c), self._tile(a), self._tile(b))
+
+    def store(self, t, buf, offset, stride):
+        from tvm.script.ir_builder import tirx as T
+
+        self._call("tilestored64", self._tile(t), T.address_of(buf[offset]), T.int64(stride))
+
+    def release(self):
+        self._call("tilerelease")
+
+
+class LoopTiles:
+    """The same tile operations as plain TIR loops over local buffers, with the semantics of
+    the instructions (Intel SDM, TDPBUSD: C[m][n] += sum over k of the 4 products of
+    uint8 A[m][4k..4k+3] and int8 B[k][4n..4n+3]), for checking a tile program on any CPU."""
+
+    emulated = True
+
+    def __init__(self):
+        self.shapes, self.tiles = {}, None
+
+    def request(self):
+        pass
+
+    def configure(self, shapes):
+        from tvm.script.ir_builder import tirx as T
+
+        self.shapes = dict(shapes)
+        self.tiles = {
+            "uint8": T.alloc_buffer((TILES, TILE_ROWS, TILE_BYTES), "uint8", scope="local"),
+            "int8": T.alloc_buffer((TILES, TILE_ROWS, TILE_BYTES), "int8", scope="local"),
+            "int32": T.alloc_buffer((TILES, TILE_ROWS, LANES), "int32", scope="local"),
+        }
+
+    def zero(self, t):
+        from tvm.script.ir_builder import tirx as T
+
+        rows, colsb = self.shapes[t]
+        with T.serial(rows) as m, T.serial(colsb // QUAD) as n:
+            T.buffer_store(self.tiles["int32"], T.int32(0), [t, m, n])
+
+    def load(self, t, buf, offset, stride):
+        from tvm.script.ir_builder import tirx as T
+
+        rows, colsb = self.shapes[t]
+        with T.serial(rows) as m, T.serial(colsb) as k:
+            value = buf[offset + m * stride + k]
+            T.buffer_store(self.tiles[str(buf.dtype)], value, [t, m, k])
+
+    def dot(self, c, a, b):
+        from tvm.script.ir_builder import tirx as T
+
+        rows, colsb = self.shapes[c]
+        quads = self.shapes[a][1] // QUAD
+        acc, ta, tb = self.tiles["int32"], self.tiles["uint8"], self.tiles["int8"]
+        with T.serial(rows) as m, T.serial(colsb // QUAD) as n, T.serial(quads) as k:
+            total = acc[c, m, n]
+            for i in range(QUAD):
+                total = total + ta[a, m, k * QUAD + i].astype("int32") * tb[
+                    b, k, n * QUAD + i
+                ].astype("int32")
+            T.buffer_store(acc, total, [c, m, n])
+
+    def store(self, t, buf, offset, stride):
+        from tvm.script.ir_builder import tirx as T
+
+        rows, colsb = self.shapes[t]
+        with T.serial(rows) as m, T.serial(colsb // QUAD) as n:
+            T.buffer_store(buf, self.tiles["int32"][t, m, n], [offset + m * stride // 4 + n])
+
+    def release(self):
+        pass
+
+
+def conv_u8(p, epilogue, residual, tiles):
+    """The TIR PrimFunc of an AMX conv with its uint8 requantize (``tirx.is_scheduled``).
+
+    Args:
+        p: the ``AmxPlan``.
+        epilogue: (zero_point, (q_lo, q_hi), (k, z_t) of the residual or None), as
+            ``patterns.RequantizedLayer`` (``conv2d.requantize_u8``).
+        residual: whether the function takes a residual input.
+        tiles: ``AmxTiles()`` or ``LoopTiles()``.
+
+    Returns:
+        A PrimFunc of (data uint8 ``p.data``, weight int8 ``p.weight_shape``, correction
+        int32 (OCB*16,), multiplier float32 (OCB*16,), bias float32 (OCB*16,)[, residual
+        uint8 ``p.out``], out uint8 ``p.out``).
+    """
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    ocb = p.out[1]
+    with IRBuilder() as builder:
+        with T.prim_func():
+            T.func_name("amx_conv2d_u8")
+            args = [T.arg("data", T.buffer(p.data, "uint8"))]
+            args.append(T.arg("weight", T.buffer(p.weight_shape, "int8")))
+            for name, dtype in (("correction", "int32"), ("multiplier", "float32")):
+                args.append(T.arg(name, T.buffer((ocb * LANES,), dtype)))
+            args.append(T.arg("bias", T.buffer((ocb * LANES,), "float32")))
+            if residual:
+                args.append(T.arg("residual", T.buffer(p.out, "uint8")))
+            out = T.arg("out", T.buffer(p.out, "uint8"))
+            T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
+            tiles.request()
+            flat = T.decl_buffer((int(np.prod(p.data)),), "uint8", data=args[0].data)
+            w = T.decl_buffer((int(np.prod(p.weight_shape)),), "int8", data=args[1].data)
+            _tasks(p, (flat, w, *args[2:], out), epilogue, tiles)
+    return builder.get()
+
+
+def _tasks(p, buffers, epilogue, tiles):
+    """The parallel loop of ``conv_u8``: one task per (image, output-channel group, output
+    row)."""
+    from tvm.script.ir_builder import tirx as T
+
+    n, ocb, oh, _, _ = p.out
+    groups = ocb // p.n_tiles
+    with T.parallel(n * groups * oh) as task:
+        b, group, y = task // (groups * oh), task // oh % groups, task % oh
+        tiles.configure(_shapes(p))
+        acc = T.alloc_buffer((p.m_tiles * p.n_tiles * TILE_ROWS * LANES,), "int32", scope="local")
+        with T.serial(len(p.tile_starts) // p.m_tiles) as pair:
+            starts = [
+                T.min((pair * p.m_tiles + mi) * p.rows, p.out[3] - p.rows)
+                for mi in range(p.m_tiles)
+            ]
+            _accumulate(p, buffers[:2], (b, group, y), starts, tiles, acc)
+            _requantize(p, buffers[2:], (b, group, y), starts, epilogue, acc)
+        tiles.release()
+
+
+def _tile_numbers(p):
+    """(C tiles [mi][ni], A tiles [mi], B tiles [ni]): tmm numbers."""
+    c = [[mi * p.n_tiles + ni for ni in range(p.n_tiles)] for mi in range(p.m_tiles)]
+    a = [p.m_tiles * p.n_tiles + mi for mi in range(p.m_tiles)]
+    b = [p.m_tiles * p.n_tiles + p.m_tiles + ni for ni in range(p.n_tiles)]
+    return c, a, b
+
+
+def _shapes(p):
+    """{tile: (rows, bytes per row)}: C tiles of ``rows`` x 16 int32, A tiles of ``rows`` x
+    K bytes, B tiles of K/4 quads x 64 bytes."""
+    c, a, b = _tile_numbers(p)
+    shapes = {t: (p.rows, TILE_BYTES) for row in c for t in row}
+    shapes.update({t: (p.rows, p.k_bytes) for t in a})
+    shapes.update({t: (p.k_bytes // QUAD, TILE_BYTES) for t in b})
+    return shapes
+
+
+def _accumulate(p, buffers, task, starts, tiles, acc):
+    """Zero the C tiles, accumulate them over (input block, kernel row, tap group), store
+    them to ``acc`` ((m_tiles * n_tiles) x 16 x 16 int32)."""
+    from tvm.script.ir_builder import tirx as T
+
+    data, weight = buffers
+    b, group, y = task
+    _, cb, hp, wp, block = p.data
+    (kh_size, _), (sh, sw), (dh, dw) = p.kernel, p.strides, p.dilation
+    c_tiles, a_tiles, b_tiles = _tile_numbers(p)
+    for t in (t for row in c_tiles for t in row):
+        tiles.zero(t)
+    quads = p.k_bytes // QUAD
+    with T.serial(cb) as c, T.serial(kh_size) as kh, T.serial(p.groups) as g:
+        row = ((b * cb + c) * hp + y * sh + kh * dh) * wp
+        for mi, x in enumerate(starts):
+            column = x * sw + g * p.taps * dw
+            tiles.load(a_tiles[mi], data, (row + column) * block, sw * block)
+        for ni in range(p.n_tiles):
+            o = group * p.n_tiles + ni
+            offset = (((o * cb + c) * kh_size + kh) * p.groups + g) * quads * TILE_BYTES
+            tiles.load(b_tiles[ni], weight, offset, TILE_BYTES)
+        for mi in range(p.m_tiles):
+            for ni in range(p.n_tiles):
+                tiles.dot(c_tiles[mi][ni], a_tiles[mi], b_tiles[ni])
+    for mi in range(p.m_tiles):
+        for ni in range(p.n_tiles):
+            t = c_tiles[mi][ni]
+            tiles.store(t, acc, t * TILE_ROWS * LANES, LANES * 4)
+
+
+def _requantize(p, buffers, task, starts, epilogue, acc):
+    """Each pixel's 16 channels of ``acc`` requantized to uint8 as one vector
+    (``conv2d.requantize_u8``), stored to the output (NCHW16c)."""
+    from tvm.script.ir_builder import tirx as T
+
+    from .conv2d import requantize_u8
+
+    *constants, out = buffers
+    residual = constants[3] if len(constants) > 3 else None
+    b, group, y = task
+    c_tiles, _, _ = _tile_numbers(p)
+    for mi, x0 in enumerate(starts):
+        for ni in range(p.n_tiles):
+            o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
+            with T.serial(p.rows) as r, T.vectorized(LANES) as lane:
+                index = (b, o, y, x0 + r, lane)
+                value = acc[(t * TILE_ROWS + r) * LANES + lane]
+                added = residual[index] if residual is not None else None
+                q = requantize_u8(value, o * LANES + lane, constants, epilogue, added)
+                T.buffer_store(out, q, list(index))
