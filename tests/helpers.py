@@ -14,6 +14,9 @@ from qbench.quantize.plan import make_plans
 from qbench.quantize.rewrite import rewrite
 
 LLVM = targets.Llvm.host(2)  # this CPU, as `--target llvm`
+# this CPU's triple and cores without its own feature additions (an AMX host's mattr): the
+# base of targets that name a CPU class by its mcpu
+CPU = {key: value for key, value in LLVM.items() if key != "mattr"}
 
 
 @dataclass

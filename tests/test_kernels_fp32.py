@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, loaded, run_tvm, torch_out
+from helpers import CPU, LLVM, loaded, run_tvm, torch_out
 
 from qbench.compile import build
 from qbench.compile.features import has_feature
@@ -82,7 +82,7 @@ def test_guarded_block_picks_the_least_waste():
 def test_partial_register_tiles_match_pytorch():
     """AVX2's FP32 conv ends rows of 7 and 14 on a partial tile (4+3, 5+5+4): the guarded
     columns must be computed and written exactly once."""
-    haswell = {**LLVM, "mcpu": "haswell"}  # 16 ymm registers, whatever the host's class
+    haswell = {**CPU, "mcpu": "haswell"}  # 16 ymm registers, whatever the host's class
     if not has_feature(LLVM, "avx2"):
         pytest.skip("this CPU has no AVX2: the haswell build cannot run here")
     torch.manual_seed(1)

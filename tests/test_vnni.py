@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
+from helpers import CPU, LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench.compile import build, lowering, tuning
 from qbench.compile.features import has_feature
@@ -49,10 +49,10 @@ def test_register_block():
 AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 2}
 # per INT8 kernel path: the LLVM feature it needs, its instruction, a CPU of that class
 PATHS = {
-    "vnni": ("avx512vnni", "vpdpbusd", {**LLVM, "mcpu": "znver5"}),
-    "avxvnni": ("avxvnni", "{vex}\tvpdpbusd", {**LLVM, "mcpu": "alderlake"}),
-    "avx512bw": ("avx512bw", "vpmaddwd\t%zmm", {**LLVM, "mcpu": "skylake-avx512"}),
-    "avx2": ("avx2", "vpmaddwd\t%ymm", {**LLVM, "mcpu": "znver3"}),
+    "vnni": ("avx512vnni", "vpdpbusd", {**CPU, "mcpu": "znver5"}),
+    "avxvnni": ("avxvnni", "{vex}\tvpdpbusd", {**CPU, "mcpu": "alderlake"}),
+    "avx512bw": ("avx512bw", "vpmaddwd\t%zmm", {**CPU, "mcpu": "skylake-avx512"}),
+    "avx2": ("avx2", "vpmaddwd\t%ymm", {**CPU, "mcpu": "znver3"}),
     "neon_dot": ("dotprod", "sdot\tv", {**AARCH64, "mcpu": "neoverse-n1"}),
 }
 
@@ -197,7 +197,7 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
         "    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),\n"
         "                         nn.Linear(8, 4)).eval(), (3, 12, 12)\n"
     )
-    baseline = {**LLVM, "mcpu": "x86-64"}  # SSE2 only: no AVX2, no VNNI
+    baseline = {**CPU, "mcpu": "x86-64"}  # SSE2 only: no AVX2, no VNNI
     args = ["run", "--model", f"{tmp_path / 'm.py'}:build", "--data", "synthetic"]
     args += ["--target", json.dumps(baseline), "--calib-size", "2", "--eval-size", "2"]
     args += ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
@@ -213,15 +213,15 @@ def test_cpu_without_a_fast_path_is_said_on_the_console(tmp_path, capsys):
 @pytest.mark.parametrize(
     "target, path, cpu_class",
     [
-        ({**LLVM, "mcpu": "znver5"}, "vnni", "AVX-512 VNNI"),  # AMD Zen 5
-        ({**LLVM, "mcpu": "znver4"}, "vnni", "AVX-512 VNNI"),
-        ({**LLVM, "mcpu": "icelake-server"}, "vnni", "AVX-512 VNNI"),
-        ({**LLVM, "mcpu": "sapphirerapids"}, "vnni", "AVX-512 VNNI"),  # AVX-VNNI too
-        ({**LLVM, "mcpu": "alderlake"}, "avxvnni", "AVX-VNNI"),  # Intel client, no AVX-512
-        ({**LLVM, "mcpu": "skylake-avx512"}, "avx512bw", "AVX-512BW"),  # no VNNI
-        ({**LLVM, "mcpu": "znver3"}, "avx2", "AVX2"),
-        ({**LLVM, "mcpu": "haswell"}, "avx2", "AVX2"),
-        ({**LLVM, "mcpu": "x86-64"}, None, "no INT8 fast path"),  # SSE2 only, said so
+        ({**CPU, "mcpu": "znver5"}, "vnni", "AVX-512 VNNI"),  # AMD Zen 5
+        ({**CPU, "mcpu": "znver4"}, "vnni", "AVX-512 VNNI"),
+        ({**CPU, "mcpu": "icelake-server"}, "vnni", "AVX-512 VNNI"),
+        ({**CPU, "mcpu": "sapphirerapids"}, "vnni", "AMX"),  # convs on AMX, dense on VNNI
+        ({**CPU, "mcpu": "alderlake"}, "avxvnni", "AVX-VNNI"),  # Intel client, no AVX-512
+        ({**CPU, "mcpu": "skylake-avx512"}, "avx512bw", "AVX-512BW"),  # no VNNI
+        ({**CPU, "mcpu": "znver3"}, "avx2", "AVX2"),
+        ({**CPU, "mcpu": "haswell"}, "avx2", "AVX2"),
+        ({**CPU, "mcpu": "x86-64"}, None, "no INT8 fast path"),  # SSE2 only, said so
         ({**AARCH64, "mcpu": "neoverse-n1"}, "neon_dot", "Arm dot product"),  # Graviton 2
         ({**AARCH64, "mcpu": "apple-m1"}, "neon_dot", "Arm dot product"),
         ({**AARCH64, "mcpu": "cortex-a53"}, None, "no INT8 fast path"),  # no dot product

@@ -11,7 +11,7 @@ channels of 3 neighbouring columns (a 3x3 conv's row of taps, K = 48), in NCHW4c
 from the data with a row stride of ``stride x block`` bytes (overlapping rows: tile loads
 allow any stride). A 1x1 conv on NCHW16c has rows of 16 bytes.
 
-The kernel (``conv_u8``) runs (N, output-channel pairs, output rows) in parallel; each task
+The kernel (``conv``) runs (N, output-channel pairs, output rows) in parallel; each task
 loads its own tile configuration (it is per thread), accumulates 2 x 2 C tiles (2 x 16
 output columns by 2 x 16 output channels) over the input channel blocks, kernel rows and
 tap groups, stores them to a small int32 buffer and requantizes each pixel's 16 channels as
@@ -271,20 +271,21 @@ class LoopTiles:
         pass
 
 
-def conv_u8(p, epilogue, residual, tiles):
-    """The TIR PrimFunc of an AMX conv with its uint8 requantize (``tirx.is_scheduled``).
+def conv(p, epilogue, residual, tiles):
+    """The TIR PrimFunc of an AMX conv (``tirx.is_scheduled``).
 
     Args:
         p: the ``AmxPlan``.
         epilogue: (zero_point, (q_lo, q_hi), (k, z_t) of the residual or None), as
-            ``patterns.RequantizedLayer`` (``conv2d.requantize_u8``).
+            ``patterns.RequantizedLayer`` (``conv2d.requantize_u8``); or None for the int32
+            accumulators themselves (what the tests check the tile program by).
         residual: whether the function takes a residual input.
         tiles: ``AmxTiles()`` or ``LoopTiles()``.
 
     Returns:
-        A PrimFunc of (data uint8 ``p.data``, weight int8 ``p.weight_shape``, correction
+        A PrimFunc of (data uint8 ``p.data``, weight int8 ``p.weight_shape``[, correction
         int32 (OCB*16,), multiplier float32 (OCB*16,), bias float32 (OCB*16,)[, residual
-        uint8 ``p.out``], out uint8 ``p.out``).
+        uint8 ``p.out``]], out ``p.out``, uint8, or int32 without an ``epilogue``).
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
@@ -292,15 +293,17 @@ def conv_u8(p, epilogue, residual, tiles):
     ocb = p.out[1]
     with IRBuilder() as builder:
         with T.prim_func():
-            T.func_name("amx_conv2d_u8")
+            T.func_name("amx_conv2d")
             args = [T.arg("data", T.buffer(p.data, "uint8"))]
             args.append(T.arg("weight", T.buffer(p.weight_shape, "int8")))
-            for name, dtype in (("correction", "int32"), ("multiplier", "float32")):
-                args.append(T.arg(name, T.buffer((ocb * LANES,), dtype)))
-            args.append(T.arg("bias", T.buffer((ocb * LANES,), "float32")))
+            if epilogue is not None:
+                for name, dtype in (("correction", "int32"), ("multiplier", "float32")):
+                    args.append(T.arg(name, T.buffer((ocb * LANES,), dtype)))
+                args.append(T.arg("bias", T.buffer((ocb * LANES,), "float32")))
             if residual:
                 args.append(T.arg("residual", T.buffer(p.out, "uint8")))
-            out = T.arg("out", T.buffer(p.out, "uint8"))
+            dtype = "int32" if epilogue is None else "uint8"
+            out = T.arg("out", T.buffer(p.out, dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
             tiles.request()
             flat = T.decl_buffer((int(np.prod(p.data)),), "uint8", data=args[0].data)
@@ -310,7 +313,7 @@ def conv_u8(p, epilogue, residual, tiles):
 
 
 def _tasks(p, buffers, epilogue, tiles):
-    """The parallel loop of ``conv_u8``: one task per (image, output-channel group, output
+    """The parallel loop of ``conv``: one task per (image, output-channel group, output
     row)."""
     from tvm.script.ir_builder import tirx as T
 
@@ -381,7 +384,8 @@ def _accumulate(p, buffers, task, starts, tiles, acc):
 
 def _requantize(p, buffers, task, starts, epilogue, acc):
     """Each pixel's 16 channels of ``acc`` requantized to uint8 as one vector
-    (``conv2d.requantize_u8``), stored to the output (NCHW16c)."""
+    (``conv2d.requantize_u8``), or as they are without an ``epilogue``, stored to the
+    output (NCHW16c)."""
     from tvm.script.ir_builder import tirx as T
 
     from .conv2d import requantize_u8
@@ -396,6 +400,7 @@ def _requantize(p, buffers, task, starts, epilogue, acc):
             with T.serial(p.rows) as r, T.vectorized(LANES) as lane:
                 index = (b, o, y, x0 + r, lane)
                 value = acc[(t * TILE_ROWS + r) * LANES + lane]
-                added = residual[index] if residual is not None else None
-                q = requantize_u8(value, o * LANES + lane, constants, epilogue, added)
-                T.buffer_store(out, q, list(index))
+                if epilogue is not None:
+                    added = residual[index] if residual is not None else None
+                    value = requantize_u8(value, o * LANES + lane, constants, epilogue, added)
+                T.buffer_store(out, value, list(index))

@@ -230,7 +230,7 @@ def _nchw16c_of(bb, x_q, zero_point):
 
 
 def amx_requantized(bb, chain):
-    """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv_u8``), storing
+    """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv``), storing
     uint8 NCHW16c. It reads the NCHW16c tensor of the uint8 kernel before it, padded in that
     layout; another input is packed to NCHW4c when it has at most 4 channels (the stem: 7
     taps of 4 channels in one tile row), else to NCHW16c. The columns a tile row reads past
@@ -266,8 +266,8 @@ def amx_requantized(bb, chain):
         args.append(_nchw16c_of(bb, t_q, z_t))
         residual = (k, z_t)
     epilogue = (chain.zero_point, chain.bounds, residual)
-    func = amx.conv_u8(p, epilogue, residual is not None, amx.AmxTiles())
-    kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d_u8")
+    func = amx.conv(p, epilogue, residual is not None, amx.AmxTiles())
+    kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d")
     out = relax.TensorType(p.out, "uint8")
     blocked = bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
     return bb.call_te(layout.unpack_nchw16c, blocked, channels)

@@ -1,0 +1,232 @@
+"""The AMX path: host features read from the CPU, the tile program (emulated on any CPU, on
+tiles where the host has them), bit for bit against numpy, and whole graphs equal to the
+VNNI path's."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import CPU, LLVM, exact_conv, quantize_tiny, run_tvm
+
+from qbench.compile import build, features, targets
+from qbench.compile.kernels import amx
+from qbench.compile.kernels.select import cpu_class, kernel_paths
+from qbench.core.errors import UserError
+
+SAPPHIRE_RAPIDS = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "sapphirerapids"}
+# /proc/cpuinfo flags of the Intel Xeon VM (CPUID family 6 model 167) that LLVM calls
+# rocketlake, a model without clwb or AMX
+XEON_AMX_FLAGS = frozenset(
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr "
+    "sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology "
+    "nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic "
+    "movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm "
+    "3dnowprefetch cpuid_fault fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm "
+    "avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw "
+    "avx512vl xsaveopt xsavec xgetbv1 xsaves avx_vnni avx512_bf16 arat avx512vbmi umip "
+    "avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid "
+    "cldemote movdiri movdir64b fsrm serialize tsxldtrk amx_bf16 avx512_fp16 amx_tile "
+    "amx_int8 arch_capabilities".split()
+)
+
+
+def _needs_amx():
+    if not features.amx_ready():
+        pytest.skip("this CPU has no AMX tiles (or may not use them): emulated tiles only")
+
+
+@pytest.fixture
+def xeon_amx(monkeypatch):
+    """This process as if on the Intel Xeon VM with AMX granted."""
+    monkeypatch.setattr(features, "host_flags", lambda: XEON_AMX_FLAGS)
+    monkeypatch.setattr(features, "amx_ready", lambda: True)
+    monkeypatch.setattr(targets, "amx_ready", lambda: True)
+
+
+def test_cpuinfo_flags_map_to_llvm_feature_names():
+    have = features.llvm_features_of_flags({"pni", "lm", "sse4_2", "avx512_vnni", "amx_int8"})
+    assert {"sse3", "64bit", "sse42", "crc32", "avx512vnni", "amxint8"} <= have
+
+
+@pytest.mark.parametrize(
+    "mcpu, missing",
+    [
+        ("skylake-avx512", []),  # refused as 'lacks clwb' when read from LLVM's rocketlake
+        ("sapphirerapids", []),
+        ("znver3", []),  # AMD-only system instructions (clzero, mwaitx) are never generated
+        ("znver5", ["avx512vp2intersect"]),
+        ("graniterapids", ["amx-fp16"]),
+    ],
+)
+def test_missing_features_are_read_from_the_cpu(xeon_amx, mcpu, missing):
+    import tvm
+
+    target = tvm.target.Target({**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": mcpu})
+    assert targets.Llvm._missing_features(target) == missing
+
+
+def test_a_refused_tile_permission_refuses_amx_targets_before_any_build(xeon_amx, monkeypatch):
+    monkeypatch.setattr(features, "amx_ready", lambda: False)
+    monkeypatch.setattr(targets, "amx_ready", lambda: False)
+    assert features.host_lacks(["amx-int8", "avx512vnni"]) == ["amx-int8"]
+    with pytest.raises(UserError, match="lacks amx-bf16, amx-int8, amx-tile"):
+        targets.parse_target(json.dumps(SAPPHIRE_RAPIDS), 2)
+    assert "mattr" not in targets.Llvm.host(2)  # the VNNI path
+
+
+def test_the_host_target_carries_amx_when_granted(xeon_amx):
+    host = targets.Llvm.host(2)
+    assert host["mattr"] == ["+amx-tile", "+amx-int8"] and cpu_class(host) == "AMX"
+
+
+def test_weight_packing_indices():
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, (20, 20, 3, 5)).astype(np.int8)
+    p = amx.plan((1, 2, 9, 9, 16), 20, (3, 5), (1, 1), (1, 1))
+    assert (p.taps, p.groups, p.k_bytes) == (3, 2, 48)  # 5 taps: 2 rows of 3, one past KW
+    packed = amx.pack_weight(w, p)
+    assert packed.shape == (2, 2, 3, 2, 12, 16, 4)
+    for o, c, kh, kw in np.ndindex(w.shape):
+        g, t = divmod(kw, 3)
+        q = t * 4 + c % 16 // 4
+        assert packed[o // 16, c // 16, kh, g, q, o % 16, c % 4] == w[o, c, kh, kw]
+    assert not packed[1, :, :, :, :, 4:].any()  # output channels 20..31
+    assert not packed[:, :, :, 1, 8:].any()  # tap 5, past KW
+
+
+def _accumulators(x, w, strides, dilation, tiles, target):
+    """The int32 accumulators (N, O, OH, OW) of the AMX kernel for uint8 ``x`` (N, C, H, W),
+    spatially padded already, and int8 ``w`` (O, C, KH, KW), both packed as the emitter packs
+    them (NCHW4c for up to 4 channels, else NCHW16c; the columns past the taps padded)."""
+    import dataclasses
+
+    import tvm
+
+    n, c, h, width = x.shape
+    block = 4 if c <= 4 else 16
+    blocks = -(-c // block)
+    data = np.zeros((n, blocks * block, h, width), np.uint8)
+    data[:, :c] = x
+    data = data.reshape(n, blocks, block, h, width).transpose(0, 1, 3, 4, 2)
+    p = amx.plan(data.shape, w.shape[0], w.shape[2:], strides, dilation)
+    extra = np.full((*data.shape[:3], amx.extra_columns(p), block), 77, np.uint8)
+    data = np.ascontiguousarray(np.concatenate([data, extra], axis=3))
+    p = dataclasses.replace(p, data=data.shape)
+    func = amx.conv(p, None, False, tiles)
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
+    args = [data, amx.pack_weight(w, p), np.zeros(p.out, np.int32)]
+    args = [tvm.runtime.tensor(a) for a in args]
+    lib["main"](*args)
+    out = args[-1].numpy().transpose(0, 1, 4, 2, 3).reshape(n, -1, *p.out[2:4])
+    return out[:, : w.shape[0]]
+
+
+SHAPES = [  # (N, C, O, H=W, K, stride, dilation): odd channels and sizes, as the models have
+    (1, 3, 24, 13, 7, 2, 1),  # a stem: NCHW4c, 7 taps in a 28-byte row
+    (2, 24, 40, 14, 3, 1, 1),
+    (1, 40, 80, 7, 1, 1, 1),
+    (1, 80, 96, 13, 3, 2, 1),
+    (1, 96, 1000, 1, 1, 1, 1),  # a classifier as a 1x1 conv: 63 blocks of 16 outputs
+    (1, 16, 24, 56, 3, 1, 1),  # 54 columns: 4 tiles, the last shifted back
+    (1, 24, 16, 16, 5, 1, 1),  # 5 taps: 2 rows of 3, one past the kernel (padded columns)
+    (1, 16, 32, 15, 3, 1, 2),  # dilated: one tap a row
+]
+
+
+def _operands(n, c, o, hw, k, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (n, c, hw, hw)).astype(np.uint8)
+    return x, rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
+
+
+@pytest.mark.parametrize("n, c, o, hw, k, stride, dilation", SHAPES)
+def test_tile_program_is_exact_with_emulated_tiles(n, c, o, hw, k, stride, dilation):
+    """On any CPU: the blocking and indexing, each tile operation as plain loops."""
+    x, w = _operands(n, c, o, hw, k)
+    strides, dilations = (stride, stride), (dilation, dilation)
+    got = _accumulators(x, w, strides, dilations, amx.LoopTiles(), CPU)
+    np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilations))
+
+
+@pytest.mark.parametrize("n, c, o, hw, k, stride, dilation", SHAPES)
+def test_amx_kernel_is_exact(n, c, o, hw, k, stride, dilation):
+    _needs_amx()
+    x, w = _operands(n, c, o, hw, k)
+    strides, dilations = (stride, stride), (dilation, dilation)
+    got = _accumulators(x, w, strides, dilations, amx.AmxTiles(), SAPPHIRE_RAPIDS)
+    np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilations))
+
+
+@pytest.mark.parametrize("weight", [-128, 127])
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+def test_worst_case_operands_reach_the_int32_limits_exactly(tiles, weight):
+    """All 255 against all -128 (or +127) over 7296 channels x 9 taps: by hand,
+    255 * -128 * 65664 = -2,143,395,840, within 0.2 % of the int32 limit."""
+    if tiles == "amx":
+        _needs_amx()
+    x = np.full((1, 7296, 3, 3), 255, np.uint8)
+    w = np.full((16, 7296, 3, 3), weight, np.int8)
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    got = _accumulators(x, w, (1, 1), (1, 1), ops, target or SAPPHIRE_RAPIDS)
+    assert got.shape == (1, 16, 1, 1)
+    assert (got == 255 * weight * 7296 * 9).all()
+
+
+def _tiny_net():
+    """Stem (7x7, 3 channels), max pool, a residual block, a strided 3x3, 1x1 convs, a
+    depthwise conv and a dense layer; (``helpers.Quantized``, an input)."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(x + self.b(torch.relu(self.a(x))))
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        *(nn.Conv2d(3, 32, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1), Block(32)),
+        *(nn.Conv2d(32, 48, 3, 2, 1), nn.ReLU(), nn.Conv2d(48, 24, 1), nn.ReLU(), Block(24)),
+        *(nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.ReLU(), nn.Conv2d(24, 40, 1), nn.ReLU()),
+        *(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(40, 10)),
+    ).eval()
+    rng = np.random.default_rng(0)
+    calib = [rng.standard_normal((2, 3, 45, 45)).astype(np.float32) for _ in range(2)]
+    x = rng.standard_normal((2, 3, 45, 45)).astype(np.float32)
+    return quantize_tiny(net, calib), x
+
+
+AMX_PATHS = {
+    "int8 conv2d amx": 8,
+    "int8 conv2d depthwise": 1,
+    "int8 matmul vnni": 1,
+    "uint8 max_pool2d taps": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_net():
+    return _tiny_net()
+
+
+def test_an_amx_target_compiles_to_tdpbusd_on_any_host(tiny_net):
+    q, _ = tiny_net
+    assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS) == AMX_PATHS
+    assembly = build.assembly(build.compile(q.int8_mod, SAPPHIRE_RAPIDS))
+    assert assembly.count("tdpbusd") >= 8 and "ldtilecfg" in assembly
+
+
+def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):
+    """The integers are the VNNI path's: so are the logits, bit for bit, and TVM's own
+    integer ops' (the plain graph)."""
+    _needs_amx()
+    q, x = tiny_net
+    on_amx = run_tvm(build.compile(q.int8_mod, SAPPHIRE_RAPIDS), x)
+    vnni = {**CPU, "mcpu": "icelake-server"}
+    assert kernel_paths(q.int8_mod, vnni)["int8 conv2d vnni"] == 8
+    np.testing.assert_array_equal(on_amx, run_tvm(build.compile(q.int8_mod, vnni), x))
+    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
+    np.testing.assert_array_equal(on_amx, run_tvm(plain, x))
