@@ -3,8 +3,12 @@
  * registers (one inline-asm statement per accumulator, so the compiler can neither hoist nor
  * merge them) and runs long enough to time with a monotonic clock. Prints one line per
  * sequence this CPU can run: "name macs_per_second". Driven by alu_peak.py. */
+#include <immintrin.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LOOPS 100000000L
 
@@ -60,6 +64,35 @@ YMM_LOOP_FOR("avx2,avxvnni", vpdpbusd_ymm, 32, "%{vex%} vpdpbusd %[b], %[a], %[c
 /* AVX-512 VNNI: one vpdpbusd, 64 MACs. */
 ZMM_LOOP(vpdpbusd_zmm, 64, "vpdpbusd %[b], %[a], %[c]")
 
+/* AMX: tdpbusd on 4 accumulator tiles of 16 x 16 int32 from A and B tiles of 16 rows of 64
+ * bytes already loaded, 16 * 16 * 64 = 16384 MACs each. Linux gives a process the tile state
+ * only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): a CPU without AMX, or
+ * a kernel that refuses, answers non-zero and the row is not printed. */
+struct tile_config { unsigned char palette, start, reserved[14]; unsigned short colsb[16];
+                     unsigned char rows[16]; };
+
+static int amx_granted(void) { return syscall(SYS_arch_prctl, 0x1023, 18) == 0; }
+
+__attribute__((target("amx-tile,amx-int8"), noinline)) static double tdpbusd_tile(void) {
+    static unsigned char operands[1024] __attribute__((aligned(64)));
+    struct tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) { cfg.colsb[t] = 64; cfg.rows[t] = 16; }
+    _tile_loadconfig(&cfg);
+    _tile_loadd(4, operands, 64); _tile_loadd(5, operands, 64);
+    _tile_loadd(6, operands, 64); _tile_loadd(7, operands, 64);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    long loops = LOOPS / 10;
+    double start = now();
+    for (long i = 0; i < loops; i++) {
+        _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
+    double seconds = now() - start;
+    _tile_release();
+    return 4.0 * loops * 16384 / seconds;
+}
+
 int main(void) {
     __builtin_cpu_init();
     printf("fma_ymm %.6e\n", fma_ymm());
@@ -73,5 +106,7 @@ int main(void) {
     }
     if (__builtin_cpu_supports("avx512vnni"))
         printf("vpdpbusd_zmm %.6e\n", vpdpbusd_zmm());
+    if (amx_granted())
+        printf("tdpbusd_tile %.6e\n", tdpbusd_tile());
     return 0;
 }

@@ -28,6 +28,7 @@ SEQUENCES = {
     "fma_zmm": ("FP32 FMA, 512-bit (AVX-512)", "fma_zmm"),
     "pmaddwd_zmm": ("int16 pairs vpmaddwd+vpaddd, 512-bit: qbench avx512bw", "fma_zmm"),
     "vpdpbusd_zmm": ("u8 x s8 vpdpbusd, 512-bit: qbench vnni", "fma_zmm"),
+    "tdpbusd_tile": ("u8 x s8 AMX tdpbusd, 16x16x64 tiles: qbench amx", "fma_zmm"),
 }
 # qbench CPU class -> (FP32 peak sequence, INT8 peak sequence)
 CLASS_PEAKS = {
@@ -35,6 +36,7 @@ CLASS_PEAKS = {
     "AVX-VNNI": ("fma_ymm", "vpdpbusd_ymm"),
     "AVX-512BW": ("fma_zmm", "pmaddwd_zmm"),
     "AVX-512 VNNI": ("fma_zmm", "vpdpbusd_zmm"),
+    "AMX": ("fma_zmm", "tdpbusd_tile"),
 }
 
 

@@ -1,8 +1,9 @@
 """One uint8 x int8 conv: qbench's packed INT8 kernel for this CPU (its path chosen as
 ``qbench run`` chooses it), with the FP32 epilogue of a layer before a pool or the logits
-and with the integer requantize to uint8 of a layer between two INT8 layers, against
-PyTorch FP32 and PyTorch's quantized conv (x86 backend), same shape, same threads, one
-process; plus the assembly check.
+and with the integer requantize to uint8 of a layer between two INT8 layers, and on a CPU
+with AMX tiles the AMX kernel (uint8 NCHW16c in and out, as between two layers of a model)
+beside them, against PyTorch FP32 and PyTorch's quantized conv (x86 backend), same shape,
+same threads, one process; plus the assembly check.
 
     python benchmarks/conv_int8.py [--channels 128] [--size 28] [--threads 2]
 
@@ -72,6 +73,26 @@ def tvm_conv(x, w, target, packing, uint8_out=False):
     return executable, lambda: vm["main"](data)
 
 
+def tvm_amx_conv(x, w, target):
+    """Compile the AMX conv with the same uint8 epilogue as ``tvm_conv``'s ``uint8_out``
+    for (N, C, H, W) uint8 ``x`` padded by 1, read as the NCHW16c tensor the kernel before
+    it wrote, and (O, C, 3, 3) int8 ``w``; returns (executable, run function)."""
+    import tvm
+
+    from qbench.compile.kernels import amx
+
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    data = np.ascontiguousarray(x.reshape(n, c // 16, 16, h, wd).transpose(0, 1, 3, 4, 2))
+    p = amx.plan(data.shape, o, (3, 3), (1, 1), (1, 1))
+    func = amx.conv(p, (3, (3, 200), None), False, amx.AmxTiles())
+    executable = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
+    args = [data, amx.pack_weight(w, p), np.zeros(o, np.int32), np.full(o, 0.01, np.float32)]
+    args += [np.full(o, 0.5, np.float32), np.zeros(p.out, np.uint8)]
+    args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in args]
+    return executable, lambda: executable["main"](*args)
+
+
 def torch_quantized_conv(x_float, w_float, channels):
     from torch.ao.nn.quantized import Conv2d
 
@@ -97,11 +118,14 @@ def main():
     args = p.parse_args()
     build.set_threads(args.threads)
     target = targets.Llvm.host(args.threads)
-    kernel = select.int8_gemm_kernel(target)
+    classes = [k for k in select.KERNELS if k.cpu_class and all_features(target, k.features)]
+    kernel = next((k for k in classes if k.path in layout.PACKINGS), None)
     if kernel is None:
         raise SystemExit(f"this CPU ({cpu_name()}) has no packed INT8 kernel in qbench")
     packing = layout.PACKINGS[kernel.path]
-    _, int8_peak = alu_peak.class_peaks(kernel.cpu_class, alu_peak.measure(args.threads))
+    peaks = alu_peak.measure(args.threads)
+    _, int8_peak = alu_peak.class_peaks(kernel.cpu_class, peaks)
+    _, amx_peak = alu_peak.class_peaks("AMX", peaks)
     c, s = args.channels, args.size
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (1, c, s + 2, s + 2)).astype(np.uint8)
@@ -116,22 +140,37 @@ def main():
         ("PyTorch FP32 conv", lambda: fp32(x_float)),
         ("PyTorch quantized conv (x86)", torch_quantized_conv(x_float, w_float, c)),
         (f"qbench {kernel.path} conv, FP32 NCHW out (TVM, untuned)", tvm_run),
-        (f"qbench {kernel.path} conv, uint8 NCHW16c out (TVM, untuned)", tvm_u8_run),
+        (f"qbench {kernel.path} conv, uint8 NCHW16c out (TVM, untuned)", tvm_u8_run, int8_peak),
     ]
+    runners[:2] = [(*runner, int8_peak) for runner in runners[:2]]
+    runners[2] = (*runners[2], int8_peak)
+    amx_executable = None
+    if classes[0].path == "amx":
+        amx_executable, amx_run = tvm_amx_conv(x, w, target)
+        runners.append(("qbench amx conv, uint8 NCHW16c out (TVM)", amx_run, amx_peak))
     rows = []
     with torch.no_grad():
-        for name, fn in runners:
+        for name, fn, peak in runners:
             ms = median_ms(fn)
             gmacs = macs / (ms / 1e3) / 1e9
-            share = f"{100 * gmacs / int8_peak:.0f} %" if int8_peak else "not measured"
+            share = f"{100 * gmacs / peak:.0f} %" if peak else "not measured"
             rows.append([name, f"{ms:.3f}", f"{gmacs:.0f}", share])
-    print(f"CPU {cpu_name()} ({kernel.cpu_class}), kernel path {kernel.path}")
+    print(f"CPU {cpu_name()} ({classes[0].cpu_class}), kernel path {kernel.path}")
     print(f"conv 3x3 {c}->{c} at {s}x{s}, batch 1, {args.threads} threads, {macs / 1e6:.0f} M MACs")
     print(tabulate(rows, ["build", "median ms", "GMAC/s", "of INT8 peak"], tablefmt="github"))
     ins = packing.instruction
     lines = [ln.strip() for ln in build.assembly(executable).splitlines() if ins in ln]
     print(f"\nassembly: {len(lines)} {ins} instructions, e.g.")
     print("\n".join(lines[:4]))
+    if amx_executable is not None:
+        lines = [ln.strip() for ln in build.assembly(amx_executable).splitlines()]
+        print(f"amx: {sum('tdpbusd' in ln for ln in lines)} tdpbusd instructions")
+
+
+def all_features(target, names):
+    from qbench.compile.features import has_feature
+
+    return all(has_feature(target, name) for name in names)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ TILE_BYTES = 64  # bytes of a tile row
 LANES = 16  # output channels of a C tile (int32)
 QUAD = 4  # bytes one tdpbusd dot product takes per lane
 TILES = 8  # tmm0-7
+ROW_RUNS = 4  # parallel tasks per (image, output-channel group): runs of steps
 SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
@@ -48,8 +49,13 @@ class AmxPlan:
         strides, dilation: (h, w).
         taps: input columns per A row (1 with a column dilation).
         groups: A rows per kernel row: ceil(KW / taps); the taps past KW have zero weights.
-        rows: output columns per tile, min(16, OW).
-        m_tiles, n_tiles: C tiles per task along columns and along output channels.
+        rows: output positions per tile, at most 16.
+        m_tiles, n_tiles: C tiles per step along output positions and output channels.
+        flat: the output positions of a tile run along the padded rows of the image, not
+            one output row (stride 1: input position = output position + a tap's offset,
+            the same step across row ends); the positions past OW of each row are computed
+            and not stored. 7x7 outputs take 4 tiles (49 of 64 rows used) instead of 7 of
+            7 rows (49 of 112).
     """
 
     data: tuple
@@ -62,6 +68,7 @@ class AmxPlan:
     rows: int
     m_tiles: int
     n_tiles: int
+    flat: bool
 
     @property
     def block(self):
@@ -79,13 +86,22 @@ class AmxPlan:
         return (self.out[1], self.data[1], kh, self.groups, self.k_bytes // QUAD, LANES, QUAD)
 
     @property
-    def tile_starts(self):
-        """Output column of each M tile of a row, in pairs of ``m_tiles`` (the last tile of
-        a row shifted back to end at OW; an odd count repeats it)."""
-        ow, rows = self.out[3], self.rows
-        count = -(-ow // rows)
-        count += count % self.m_tiles
-        return [min(t * rows, ow - rows) for t in range(count)]
+    def positions(self):
+        """Output positions of a line of tiles: (OH - 1) * WP + OW when ``flat``, else OW
+        (one line per output row)."""
+        oh, ow = self.out[2:4]
+        return (oh - 1) * self.data[3] + ow if self.flat else ow
+
+    @property
+    def lines(self):
+        return 1 if self.flat else self.out[2]
+
+    @property
+    def tiles_per_line(self):
+        """M tiles of a line, rounded up to whole steps of ``m_tiles`` (the last tile of a
+        line is shifted back to end at its last position; an odd count repeats it)."""
+        count = -(-self.positions // self.rows)
+        return count + count % self.m_tiles
 
 
 def plan(data_shape, channels_out, kernel, strides, dilation):
@@ -103,8 +119,10 @@ def plan(data_shape, channels_out, kernel, strides, dilation):
     oh = (hp - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (wp - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     ocb = -(-int(channels_out) // LANES)
-    rows = min(TILE_ROWS, ow)
-    m_tiles = 2 if ow > rows else 1
+    flat = tuple(strides) == (1, 1)
+    positions = (oh - 1) * wp + ow if flat else ow
+    rows = min(TILE_ROWS, positions)
+    m_tiles = 2 if positions > rows else 1
     n_tiles = 2 if ocb % 2 == 0 else 1
     return AmxPlan(
         (n, cb, hp, wp, block),
@@ -117,6 +135,7 @@ def plan(data_shape, channels_out, kernel, strides, dilation):
         rows,
         m_tiles,
         n_tiles,
+        flat,
     )
 
 
@@ -313,23 +332,28 @@ def conv(p, epilogue, residual, tiles):
 
 
 def _tasks(p, buffers, epilogue, tiles):
-    """The parallel loop of ``conv``: one task per (image, output-channel group, output
-    row)."""
+    """The parallel loop of ``conv``: one task per (image, output-channel group, run of
+    steps), each loading its tile configuration once for its steps; a step is ``m_tiles``
+    M tiles of one line by ``n_tiles`` output-channel tiles."""
     from tvm.script.ir_builder import tirx as T
 
-    n, ocb, oh, _, _ = p.out
-    groups = ocb // p.n_tiles
-    with T.parallel(n * groups * oh) as task:
-        b, group, y = task // (groups * oh), task // oh % groups, task % oh
+    n, ocb = p.out[:2]
+    groups, steps = ocb // p.n_tiles, p.lines * p.tiles_per_line // p.m_tiles
+    runs = min(steps, ROW_RUNS)
+    with T.parallel(n * groups * runs) as task:
+        b, group, run = task // (groups * runs), task // runs % groups, task % runs
         tiles.configure(_shapes(p))
         acc = T.alloc_buffer((p.m_tiles * p.n_tiles * TILE_ROWS * LANES,), "int32", scope="local")
-        with T.serial(len(p.tile_starts) // p.m_tiles) as pair:
+        first, last = run * steps // runs, (run + 1) * steps // runs
+        with T.serial(last - first) as i:
+            step = first + i
+            line, pair = step // (steps // p.lines), step % (steps // p.lines)
             starts = [
-                T.min((pair * p.m_tiles + mi) * p.rows, p.out[3] - p.rows)
+                T.min((pair * p.m_tiles + mi) * p.rows, p.positions - p.rows)
                 for mi in range(p.m_tiles)
             ]
-            _accumulate(p, buffers[:2], (b, group, y), starts, tiles, acc)
-            _requantize(p, buffers[2:], (b, group, y), starts, epilogue, acc)
+            _accumulate(p, buffers[:2], (b, group, line), starts, tiles, acc)
+            _requantize(p, buffers[2:], (b, group, line), starts, epilogue, acc)
         tiles.release()
 
 
@@ -392,15 +416,19 @@ def _requantize(p, buffers, task, starts, epilogue, acc):
 
     *constants, out = buffers
     residual = constants[3] if len(constants) > 3 else None
-    b, group, y = task
+    b, group, line = task
     c_tiles, _, _ = _tile_numbers(p)
-    for mi, x0 in enumerate(starts):
+    wp, ow = p.data[3], p.out[3]
+    for mi, start in enumerate(starts):
         for ni in range(p.n_tiles):
             o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
-            with T.serial(p.rows) as r, T.vectorized(LANES) as lane:
-                index = (b, o, y, x0 + r, lane)
-                value = acc[(t * TILE_ROWS + r) * LANES + lane]
-                if epilogue is not None:
-                    added = residual[index] if residual is not None else None
-                    value = requantize_u8(value, o * LANES + lane, constants, epilogue, added)
-                T.buffer_store(out, value, list(index))
+            with T.serial(p.rows) as r:
+                y, x = ((start + r) // wp, (start + r) % wp) if p.flat else (line, start + r)
+                with T.If(x < ow), T.Then(), T.vectorized(LANES) as lane:
+                    index = (b, o, y, x, lane)
+                    value = acc[(t * TILE_ROWS + r) * LANES + lane]
+                    if epilogue is not None:
+                        added = residual[index] if residual is not None else None
+                        channel = o * LANES + lane
+                        value = requantize_u8(value, channel, constants, epilogue, added)
+                    T.buffer_store(out, value, list(index))
