@@ -332,16 +332,22 @@ def conv(p, epilogue, residual, tiles):
 
 
 def _tasks(p, buffers, epilogue, tiles):
-    """The parallel loop of ``conv``: one task per (image, output-channel group, run of
+    """The parallel loop of ``conv``: one task per (output-channel group, image, run of
     steps), each loading its tile configuration once for its steps; a step is ``m_tiles``
-    M tiles of one line by ``n_tiles`` output-channel tiles."""
+    M tiles of one line by ``n_tiles`` output-channel tiles. The larger of a group's
+    weights and an image's data is the outer loop, so a thread's consecutive tasks share it
+    in cache (resnet18 at batch 8: its 3x3 512->512 convs hold 147 KB of weights a group
+    against 41 KB of data an image, its 64->64 convs 74 KB against 215 KB)."""
     from tvm.script.ir_builder import tirx as T
 
     n, ocb = p.out[:2]
     groups, steps = ocb // p.n_tiles, p.lines * p.tiles_per_line // p.m_tiles
     runs = min(steps, ROW_RUNS)
     with T.parallel(n * groups * runs) as task:
-        b, group, run = task // (groups * runs), task // runs % groups, task % runs
+        if _weights_outer(p):
+            group, b, run = task // (n * runs), task // runs % n, task % runs
+        else:
+            b, group, run = task // (groups * runs), task // runs % groups, task % runs
         tiles.configure(_shapes(p))
         acc = T.alloc_buffer((p.m_tiles * p.n_tiles * TILE_ROWS * LANES,), "int32", scope="local")
         first, last = run * steps // runs, (run + 1) * steps // runs
@@ -355,6 +361,11 @@ def _tasks(p, buffers, epilogue, tiles):
             _accumulate(p, buffers[:2], (b, group, line), starts, tiles, acc)
             _requantize(p, buffers[2:], (b, group, line), starts, epilogue, acc)
         tiles.release()
+
+
+def _weights_outer(p):
+    """Whether a group's weights outweigh an image's data (bytes)."""
+    return np.prod(p.weight_shape[1:]) * p.n_tiles > np.prod(p.data[1:])
 
 
 def _tile_numbers(p):
