@@ -96,7 +96,8 @@ def elf_machine(data):
 # pairs, AVX-512BW's vpmaddwd on int8 widened to int16) in CPU assembly; NVIDIA's dp4a
 # and integer tensor-core mma, called in the kernels
 INT8_INSTRUCTIONS = re.compile(
-    r"\b(sdot|udot|smmla|ummla|usdot|vpdpbusds?|vpmaddubsw|vpmaddwd|__dp4a|mma_sync|mma\.sync[\w.]*s8[\w.]*)\b"
+    r"\b(sdot|udot|smmla|ummla|usdot|tdpbusd|vpdpbusds?|vpmaddubsw|vpmaddwd|__dp4a"
+    r"|mma_sync|mma\.sync[\w.]*s8[\w.]*)\b"
 )
 
 
@@ -143,6 +144,17 @@ def write_build(record, files, root):
     return write_folder(out, files | text)
 
 
+AMX_NOTE = (
+    "AMX tiles: Linux gives a process the tile state only on request. The INT8 library's "
+    "AMX kernels request it themselves on each call (`arch_prctl(ARCH_REQ_XCOMP_PERM = "
+    "0x1023, XFEATURE_XTILEDATA = 18)`, i.e. `syscall(158, 0x1023, 18)`; per process, "
+    "idempotent), so a deploying program or an RPC server needs no call of its own. It "
+    "needs Linux 5.16 or later and a process allowed that call: where a sandbox blocks it, "
+    "the first tile instruction dies of SIGILL; build for the CPU's VNNI class there "
+    '(a target without `"mattr": ["+amx-tile", "+amx-int8"]` and an `mcpu` without AMX).'
+)
+
+
 def render_build(record):
     """``build.md``: what was built, for whom, and how."""
     rows = [
@@ -171,6 +183,7 @@ def render_build(record):
                 f"- calibration: {record['calibration']['mode']} on "
                 f"{record['calibration']['images']} images, on this machine",
                 tabulate(rows, [*heads, "int8 instructions in the code"], tablefmt="github"),
+                *([AMX_NOTE] if record["int8_kernels"]["cpu_class"] == "AMX" else []),
                 f"qbench {record['qbench']}, {record['created']}",
             ]
         )
