@@ -102,7 +102,12 @@ def _foreign_cpu_target():
 
     from qbench.compile.features import has_feature
 
-    lacking = [f for f in ("avx512f", "avx512vnni", "avxvnni") if not has_feature(LLVM, f)]
+    from qbench.compile.features import host_lacks
+
+    wanted = ("avx512f", "avx512vnni", "avxvnni", "amx-int8")
+    lacking = host_lacks(wanted)  # the CPU's own flags (None where they cannot be read)
+    if lacking is None:
+        lacking = [f for f in wanted if not has_feature(LLVM, f)]
     return pytest.param(
         ["--target", '{"kind": "llvm", "mcpu": "sapphirerapids"}'],
         lacking[0] if lacking else "",
