@@ -199,8 +199,9 @@ def _tiny_net():
     return quantize_tiny(net, calib), x
 
 
-AMX_PATHS = {
-    "int8 conv2d amx": 8,
+AMX_PATHS = {  # the two 1x1 convs at 6x6 (41K and 35K MACs) are too small to pay: VNNI
+    "int8 conv2d amx": 6,
+    "int8 conv2d vnni": 2,
     "int8 conv2d depthwise": 1,
     "int8 matmul vnni": 1,
     "uint8 max_pool2d taps": 1,
@@ -216,7 +217,7 @@ def test_an_amx_target_compiles_to_tdpbusd_on_any_host(tiny_net):
     q, _ = tiny_net
     assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS) == AMX_PATHS
     assembly = build.assembly(build.compile(q.int8_mod, SAPPHIRE_RAPIDS))
-    assert assembly.count("tdpbusd") >= 8 and "ldtilecfg" in assembly
+    assert assembly.count("tdpbusd") >= 6 and "ldtilecfg" in assembly
 
 
 def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):

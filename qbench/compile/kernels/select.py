@@ -74,6 +74,18 @@ def _int8_gemm(path, features, cpu_class, accepts=None):
     return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8, accepts)
 
 
+AMX_MIN_MACS = 1 << 16  # per image. The test fixture's convs (32K and 55K MACs) ran 1.06x
+# slower than FP32 on AMX (Intel Xeon VM, 2 threads: the kernel's per-call tile permission
+# request and per-task tile configuration); VNNI takes such layers. Every conv of resnet18,
+# mobilenet_v2 and efficientnet_lite0 has over 6M MACs.
+
+
+def _amx_pays(layer):
+    """Whether ``layer`` has ``AMX_MIN_MACS`` multiply-accumulates per image or more."""
+    _, _, oh, ow = (int(v) for v in layer.call.ty.shape)
+    return int(np.prod(layer.weight.shape)) * oh * ow >= AMX_MIN_MACS
+
+
 KERNELS = (
     Kernel(
         "amx",
@@ -83,6 +95,7 @@ KERNELS = (
         None,
         "AMX",
         emit_int8.amx_requantized,
+        _amx_pays,
     ),
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
     _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
