@@ -118,7 +118,7 @@ def main():
     args = p.parse_args()
     build.set_threads(args.threads)
     target = targets.Llvm.host(args.threads)
-    classes = [k for k in select.KERNELS if k.cpu_class and all_features(target, k.features)]
+    classes = select.int8_gemm_kernels(target)
     kernel = next((k for k in classes if k.path in layout.PACKINGS), None)
     if kernel is None:
         raise SystemExit(f"this CPU ({cpu_name()}) has no packed INT8 kernel in qbench")
@@ -136,14 +136,12 @@ def main():
     fp32 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).eval()
     executable, tvm_run = tvm_conv(x, w, target, packing)
     _, tvm_u8_run = tvm_conv(x, w, target, packing, uint8_out=True)
-    runners = [
-        ("PyTorch FP32 conv", lambda: fp32(x_float)),
-        ("PyTorch quantized conv (x86)", torch_quantized_conv(x_float, w_float, c)),
-        (f"qbench {kernel.path} conv, FP32 NCHW out (TVM, untuned)", tvm_run),
+    runners = [  # (name, run function, the peak its GMAC/s are a share of)
+        ("PyTorch FP32 conv", lambda: fp32(x_float), int8_peak),
+        ("PyTorch quantized conv (x86)", torch_quantized_conv(x_float, w_float, c), int8_peak),
+        (f"qbench {kernel.path} conv, FP32 NCHW out (TVM, untuned)", tvm_run, int8_peak),
         (f"qbench {kernel.path} conv, uint8 NCHW16c out (TVM, untuned)", tvm_u8_run, int8_peak),
     ]
-    runners[:2] = [(*runner, int8_peak) for runner in runners[:2]]
-    runners[2] = (*runners[2], int8_peak)
     amx_executable = None
     if classes[0].path == "amx":
         amx_executable, amx_run = tvm_amx_conv(x, w, target)
@@ -165,12 +163,6 @@ def main():
     if amx_executable is not None:
         lines = [ln.strip() for ln in build.assembly(amx_executable).splitlines()]
         print(f"amx: {sum('tdpbusd' in ln for ln in lines)} tdpbusd instructions")
-
-
-def all_features(target, names):
-    from qbench.compile.features import has_feature
-
-    return all(has_feature(target, name) for name in names)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import json
 import logging
 import platform
 import re
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,8 @@ AMX_FEATURES = ("amx-tile", "amx-int8")
 # arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): Linux gives a process the AMX tile
 # state only on request (Documentation/arch/x86/xstate.rst); without it the first tile
 # instruction is SIGILL
-_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+# (syscall number, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) on x86_64
+TILE_PERMISSION = (158, 0x1023, 18)
 
 # /proc/cpuinfo flag -> LLVM feature, where the names differ by more than '_', '-' and '.'
 _CPUINFO_ALIASES = {
@@ -90,7 +92,7 @@ def host_flags():
     """The host CPU's ``/proc/cpuinfo`` flags (first processor), or None where there is no
     such file (then callers fall back to LLVM's model of the host's ``mcpu``)."""
     try:
-        text = open("/proc/cpuinfo", encoding="ascii", errors="replace").read()
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
     except OSError:
         return None
     found = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
@@ -126,7 +128,7 @@ def amx_ready():
     import os
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0:
+    if libc.syscall(*TILE_PERMISSION) == 0:
         return True
     reason = os.strerror(ctypes.get_errno())
     log.warning(

@@ -11,23 +11,26 @@ channels of 3 neighbouring columns (a 3x3 conv's row of taps, K = 48), in NCHW4c
 from the data with a row stride of ``stride x block`` bytes (overlapping rows: tile loads
 allow any stride). A 1x1 conv on NCHW16c has rows of 16 bytes.
 
-The kernel (``conv``) runs (N, output-channel pairs, output rows) in parallel; each task
-loads its own tile configuration (it is per thread), accumulates 2 x 2 C tiles (2 x 16
-output columns by 2 x 16 output channels) over the input channel blocks, kernel rows and
+The kernel (``conv``) runs (output-channel group, image, run of steps) in parallel; each
+task loads its own tile configuration (it is per thread), accumulates 2 x 2 C tiles (2 x 16
+output positions by 2 x 16 output channels) over the input channel blocks, kernel rows and
 tap groups, stores them to a small int32 buffer and requantizes each pixel's 16 channels as
 one vector (``conv2d.requantize_u8``: the arithmetic of the VNNI path, so the uint8 output
-is the same bit for bit). Rows shorter than a tile take tiles of that many rows; a row that
-ends inside a tile takes its last tile shifted back (recomputing a few columns).
+is the same bit for bit). Output positions run along one output row, or for stride 1 along
+the padded rows (``AmxPlan.flat``); a line that ends inside a tile takes its last tile
+shifted back (recomputing a few positions).
 
-The tile operations come from a ``TileOps``: ``AmxTiles`` (the LLVM intrinsics; x86 AMX
-targets only: compiling them for any other CPU aborts the process) or ``LoopTiles``, the
-same program with each tile operation as plain TIR loops of its semantics, so the blocking
-and indexing are checked bit for bit on any CPU.
+The tile operations come from ``AmxTiles`` (the LLVM intrinsics; x86 AMX targets only:
+compiling them for any other CPU aborts the process) or ``LoopTiles``, the same program
+with each tile operation as plain TIR loops of its semantics, so the blocking and indexing
+are checked bit for bit on any CPU.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..features import TILE_PERMISSION
 
 TILE_ROWS = 16  # rows of a tile: output pixels of an A / C tile, K quads of a B tile
 TILE_BYTES = 64  # bytes of a tile row
@@ -35,7 +38,6 @@ LANES = 16  # output channels of a C tile (int32)
 QUAD = 4  # bytes one tdpbusd dot product takes per lane
 TILES = 8  # tmm0-7
 ROW_RUNS = 4  # parallel tasks per (image, output-channel group): runs of steps
-SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,8 @@ class AmxPlan:
 
 
 def plan(data_shape, channels_out, kernel, strides, dilation):
-    """The ``AmxPlan`` of a conv of ``channels_out`` outputs over padded NC(H)(W)[block]c
-    ``data_shape``, or None when AMX rows would be too short to pay (see ``accepts``).
+    """The ``AmxPlan`` of a conv of ``channels_out`` outputs over padded (N, C/block, H, W,
+    block) ``data_shape``.
 
     The taps of a row are grouped so that a row holds at most 64 bytes and the groups of a
     kernel row are as even as can be (KW 5 on 16 channels: 2 groups of 3 taps, 1 past KW).
@@ -188,8 +190,7 @@ class AmxTiles:
         without a call of its own."""
         from tvm.script.ir_builder import tirx as T
 
-        args = (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
-        T.evaluate(T.call_extern("int64", "syscall", *(T.int64(a) for a in args)))
+        T.evaluate(T.call_extern("int64", "syscall", *(T.int64(a) for a in TILE_PERMISSION)))
 
     def configure(self, shapes):
         """Load the tile configuration {tile: (rows, bytes per row)} (palette 1) for this

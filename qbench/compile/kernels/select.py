@@ -138,14 +138,21 @@ def choose(layer, target, requantized=False):
     return None
 
 
-def int8_gemm_kernel(target):
-    """The packed INT8 conv/dense ``Kernel`` the llvm ``target`` (dict) runs, or None."""
+def int8_gemm_kernels(target):
+    """The INT8 conv/dense ``Kernel``s (one per CPU class) the llvm ``target`` (dict) can
+    run, fastest first (on an AMX CPU: ``amx``, then ``vnni``, ...)."""
     from ..features import has_feature
 
-    for kernel in KERNELS:
-        if kernel.cpu_class and all(has_feature(target, f) for f in kernel.features):
-            return kernel
-    return None
+    return [
+        kernel
+        for kernel in KERNELS
+        if kernel.cpu_class and all(has_feature(target, f) for f in kernel.features)
+    ]
+
+
+def int8_gemm_kernel(target):
+    """The INT8 conv/dense ``Kernel`` the llvm ``target`` (dict) runs, or None."""
+    return next(iter(int8_gemm_kernels(target)), None)
 
 
 def cpu_class(target):
