@@ -1,7 +1,7 @@
 """Latency of TVM FP32/INT8 builds side by side with PyTorch, as ratios to PyTorch eager FP32.
 
 One process measures every runner on the same batch, the same thread count and the same
-warm-up, by ``qbench run``'s timing protocol (``timing.time_runners``: runners interleaved
+warm-up, by ``qbench run``'s timing protocol (``timing.Rounds.time``: runners interleaved
 round by round, each timed call after a lead-in call, settled between runtimes), so its
 figures and the run's can be compared and the ratios survive a noisy machine. TVM builds
 apply whatever the tuning database holds for the target (see ``qbench tune``); the report
@@ -134,8 +134,8 @@ def measure(model_name, batch, args):
         found, tuned = runners(p, calib, reduced)
     rows, eager, medians = [], None, {}
     fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels["cpu_class"], args.peaks)
-    timed = timing.time_runners(
-        [r for _, r in found if not isinstance(r, str)], x, args.warmup, args.repeat
+    timed = timing.Rounds(args.warmup, args.repeat).time(
+        [r for _, r in found if not isinstance(r, str)], x
     )
     for name, runner in found:
         if isinstance(runner, str):

@@ -5,7 +5,7 @@ exactly as ``qbench run`` does, then alternates, ``--repeats`` times, between
 
 - alone: each runner called ``--alone`` times in a row (after ``--warmup`` untimed calls),
   the way a deployed model serves back-to-back requests, and
-- in-run: ``qbench run``'s timing protocol (``timing.time_runners``, ``--warmup`` +
+- in-run: ``qbench run``'s timing protocol (``timing.Rounds.time``, ``--warmup`` +
   ``--rounds`` rounds),
 
 and prints each runner's median over the pooled samples of both, and in-run / alone (1.0:
@@ -58,7 +58,7 @@ def measure(model_name, batch, args):
         for r in found:
             timing.settle()  # no other runtime's workers spinning: truly alone
             alone[r.name] += time_samples(r.timed_call(x), args.warmup, args.alone)
-        run = timing.time_runners(found, x, args.warmup, args.rounds)
+        run = timing.Rounds(args.warmup, args.rounds).time(found, x)
         for name, samples in run.samples_ms.items():
             in_run[name] += samples
         noisy.append(speed.speed(run.samples_ms).noisy)

@@ -284,6 +284,7 @@ def test_per_image_outcomes_on_hand_made_logits():
     assert per_image(ref, nan, labels) == {"top1_match": [0] * 3, "top1_correct": [0] * 3}
 
 
+@pytest.mark.real_timing
 def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     model_file = Path(__file__).parent / "fixtures" / "tiny_model.py"  # 10 classes
     args = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "4"]

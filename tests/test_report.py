@@ -60,7 +60,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
         TVMRunner(build.build(mod, LLVM).vm, targets.device_for(LLVM), 1, (32, 64, 64), name)
         for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod))
     ]
-    timed = timing.time_runners(found, calib[0], warmup=2, repeat=20).samples_ms
+    timed = timing.Rounds(warmup=2, repeat=20).time(found, calib[0]).samples_ms
     results = {
         name: RunnerResult(name, Latency(**latency_stats(s)), s, {}, {})
         for name, s in timed.items()

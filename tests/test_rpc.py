@@ -104,21 +104,20 @@ def test_a_sweep_runs_its_two_cells_at_once_on_the_two_servers(tmp_path, farm, m
 
 
 def test_a_server_killed_mid_run_exits_2_naming_it_and_writes_no_report(
-    tmp_path, models, monkeypatch, capsys
+    tmp_path, models, capsys
 ):
     farm = start_farm()
     try:
         port = farm.add_server("doomed")
-        real = timing.time_runners
 
-        def kill_then_time(*args, **kwargs):
+        def kill_then_settle():  # the timing's first step: the device dies as timing starts
             farm.kill_servers()
-            return real(*args, **kwargs)
+            return 0.0, True
 
-        monkeypatch.setattr(timing, "time_runners", kill_then_time)
         remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", "doomed"]
         model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
-        assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
+        with timing.replaced_rounds(timing.Rounds(0, 3, kill_then_settle)):
+            assert main(["run", *model, *_folders(tmp_path), *remote]) == 2
     finally:
         farm.stop()
     err = capsys.readouterr().err

@@ -139,7 +139,7 @@ def fallback_record(prepared, fb, target):
 def path_latency(prepared, kept):
     """Median latency (ms, one batch of ``batch_size``) of the TVM INT8 build with the
     first 0, 1, ..., ``len(kept)`` layers of ``kept`` in FP32, timed interleaved
-    (``timing.time_runners``) so that load on the machine hits every build alike.
+    (``timing.Rounds.time``) so that load on the machine hits every build alike.
 
     Returns:
         list of ``len(kept) + 1`` floats, ms, the all-INT8 build first.
@@ -157,7 +157,7 @@ def path_latency(prepared, kept):
         TVMRunner(build.build(mod, target, p.databases).vm, device, n, shape, name)
         for name, mod in mods.items()
     ]
-    samples = timing.time_runners(found, x, opts.warmup, opts.repeat).samples_ms
+    samples = timing.rounds_for(opts.warmup, opts.repeat).time(found, x).samples_ms
     return [latency_stats(samples[name])["median_ms"] for name in mods]
 
 

@@ -25,11 +25,14 @@ policy): the figures are those of the runner as deployed, and ``settings()`` rec
 
 import os
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 PROTOCOL = "settled blocks v1"  # changes with the protocol: part of a run's definition
+MIN_REPEAT = 20  # the fewest timed rounds ``qbench run`` takes (``RunOptions.repeat``)
 POLL_S = 0.0005  # how often ``settle`` reads the process' CPU time, s
 # Other threads idle for this long: settled, s. Linux adds a thread running on another core
 # to the process' CPU time only at a scheduler tick (seen: 3.7 ms steps every 4 ms, HZ 250),
@@ -61,22 +64,59 @@ class Timed:
     protocol: dict
 
 
-def time_runners(runners, x, warmup, repeat):
-    """Time ``runners`` (``runners.Runner``s) on the full batch ``x`` by the protocol above.
+@dataclass(frozen=True)
+class Rounds:
+    """How many rounds a timing runs and how it settles between runtimes.
 
-    Args:
-        runners: the runners; each has ``name``, ``runtime`` (runners of one runtime share
-            its thread pool) and ``timed_call(x)``.
-        x: float32 (N, C, H, W), N the runners' batch size.
+    Attributes:
         warmup: untimed rounds, >= 0.
-        repeat: timed rounds, >= 1.
-    Returns:
-        ``Timed``.
+        repeat: timed rounds, >= 1 (a run takes >= ``MIN_REPEAT``: ``RunOptions``).
+        settle_fn: the settle step, a zero-argument callable returning (waited ms, settled).
     """
-    calls = {r.name: r.timed_call(x) for r in runners}
-    runtimes = {r.name: r.runtime for r in runners}
-    samples, waits = interleaved(calls, runtimes, warmup, repeat)
-    return Timed(samples, record(warmup, repeat, waits))
+
+    warmup: int
+    repeat: int
+    settle_fn: Callable = None  # None: ``settle``
+
+    def time(self, runners, x):
+        """Time ``runners`` (``runners.Runner``s) on the full batch ``x`` by the protocol
+        above.
+
+        Args:
+            runners: the runners; each has ``name``, ``runtime`` (runners of one runtime
+                share its thread pool) and ``timed_call(x)``.
+            x: float32 (N, C, H, W), N the runners' batch size.
+        Returns:
+            ``Timed``.
+        """
+        calls = {r.name: r.timed_call(x) for r in runners}
+        runtimes = {r.name: r.runtime for r in runners}
+        samples, waits = interleaved(
+            calls, runtimes, self.warmup, self.repeat, self.settle_fn or settle
+        )
+        return Timed(samples, record(self.warmup, self.repeat, waits))
+
+
+_replaced = None  # the ``Rounds`` every timing takes inside ``replaced_rounds``, or None
+
+
+def rounds_for(warmup, repeat):
+    """The ``Rounds`` a run with ``warmup`` and ``repeat`` rounds times with: those, or the
+    ones a test put in place (``replaced_rounds``)."""
+    return _replaced or Rounds(warmup, repeat)
+
+
+@contextmanager
+def replaced_rounds(rounds):
+    """Tests' seam: every timing inside the ``with`` block (every thread) takes ``rounds``
+    (fewer rounds, another settle step) whatever the run asked for; the report records the
+    rounds really run."""
+    global _replaced
+    before, _replaced = _replaced, rounds
+    try:
+        yield rounds
+    finally:
+        _replaced = before
 
 
 def interleaved(calls, runtimes, warmup, repeat, settle_fn=None):

@@ -139,9 +139,9 @@ def _evaluate(runners, images, indices, model, batch_size):
 
 def _time(runners, images, indices, model, opts):
     """``timing.Timed`` of one full batch per runner: ``opts.repeat`` samples each, ms,
-    paired by round (``timing.time_runners``)."""
+    paired by round (``timing.Rounds.time``)."""
     x, _ = next(data.full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
-    return timing.time_runners(runners, x, opts.warmup, opts.repeat)
+    return timing.rounds_for(opts.warmup, opts.repeat).time(runners, x)
 
 
 def _results(runners, logits, labels, latency, margin, keys=None):
