@@ -7,7 +7,7 @@ The stages, in the order data flows (each a package; a stage imports only earlie
     -> baseline -> diagnose -> pipeline -> cli
 
 The command line is ``qbench`` (``cli.main.entry``); from Python, ``pipeline.run(opts)``
-with a ``pipeline.RunOptions`` gives a ``measure.results.RunResult``.
+with a ``pipeline.RunOptions`` gives a ``report.result.RunResult``.
 """
 
 __version__ = "0.1.0"

@@ -1,5 +1,7 @@
-"""Shared test plumbing: quantize a tiny PyTorch model through qbench's own stages."""
+"""Shared test plumbing: quantize a tiny PyTorch model through qbench's own stages, and
+compile each test module once per session (``compiled``)."""
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,10 +32,40 @@ class Quantized:
 
     def run(self, which, x):
         mod = self.fp32_mod if which == "fp32" else self.int8_mod
-        runner = TVMRunner(
-            build.build(mod, LLVM).vm, targets.device_for(LLVM), len(x), x.shape[1:], which
-        )
+        runner = TVMRunner(loaded_vm(mod), targets.device_for(LLVM), len(x), x.shape[1:], which)
         return runner.infer(np.ascontiguousarray(x, np.float32))
+
+
+_COMPILED = {}  # (structural hash, target, hand_kernels) -> [(module, executable)]
+
+
+def compiled(mod, target=None, hand_kernels=True):
+    """``build.compile(mod, target, hand_kernels=hand_kernels)`` (no tuning database), done
+    once per test session: a module equal to one compiled before for the same target
+    (``tvm_ffi.structural_equal``, which compares the constants' values too; looked up by
+    ``tvm_ffi.structural_hash``) gets that executable. Tests that quantize the same seeded model, or run one graph on several
+    paths against the same plain reference, compile it once. ``target``: a target dict,
+    ``LLVM`` by default."""
+    import tvm_ffi
+
+    target = LLVM if target is None else target
+    key = (tvm_ffi.structural_hash(mod), json.dumps(target, sort_keys=True), hand_kernels)
+    entries = _COMPILED.setdefault(key, [])
+    for known, executable in entries:
+        if tvm_ffi.structural_equal(known, mod):
+            return executable
+    executable = build.compile(mod, target, hand_kernels=hand_kernels)
+    entries.append((mod, executable))
+    return executable
+
+
+def loaded_vm(mod, target=None):
+    """A ``relax.VirtualMachine`` of ``compiled(mod, target)`` on the target's device (what
+    ``build.build(mod, target).vm`` gives, the compile shared)."""
+    from tvm import relax
+
+    target = LLVM if target is None else target
+    return relax.VirtualMachine(compiled(mod, target), targets.device_for(target))
 
 
 def run_tvm(executable, x):
@@ -62,7 +94,9 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     layers = graph.find_layers(imported.mod, imported.layer_names)
     batches = [(np.asarray(x, np.float32), n) for x in calib]
     observer = observer_runner(imported.mod, LLVM, shape, n)
-    ranges = calibrate_module(observer, imported.mod, layers, batches, config)
+    ranges = calibrate_module(
+        observer, imported.mod, layers, batches, config.calib_mode, config.collector_params()
+    )
     plans = make_plans(layers, ranges, config)
     int8 = rewrite(imported.mod, plans, config.simulate)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)

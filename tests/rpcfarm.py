@@ -40,15 +40,28 @@ class Farm:
 
     def add_server(self, key, python=(sys.executable,), env=None, wait_s=60):
         """Start an RPC server registered under ``key``; wait until the tracker lists it."""
-        port = free_port()
-        cmd = [*python, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1"]
-        cmd += ["--port", str(port), "--port-end", str(port + 1)]
-        cmd += ["--tracker", self.tracker_addr, "--key", key]
-        want = _registered(self, key) + 1
-        proc = _start(cmd, env)
-        self.servers.append((port, proc))
-        _wait(lambda: _registered(self, key) >= want, wait_s, f"server {port} under {key}")
+        (port,) = self.add_servers(key, 1, python, env, wait_s)
         return port
+
+    def add_servers(self, key, count, python=(sys.executable,), env=None, wait_s=60):
+        """Start ``count`` RPC servers under ``key`` at once (each process takes seconds to
+        import TVM: they do so side by side); wait until the tracker lists them all.
+        Returns their ports."""
+        want = _registered(self, key) + count
+        ports = self._start_servers(key, count, python, env)
+        _wait(lambda: _registered(self, key) >= want, wait_s, f"servers {ports} under {key}")
+        return ports
+
+    def _start_servers(self, key, count, python=(sys.executable,), env=None):
+        ports = []
+        for _ in range(count):
+            port = free_port()
+            cmd = [*python, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1"]
+            cmd += ["--port", str(port), "--port-end", str(port + 1)]
+            cmd += ["--tracker", self.tracker_addr, "--key", key]
+            self.servers.append((port, _start(cmd, env)))
+            ports.append(port)
+        return ports
 
     def kill_servers(self):
         for _, proc in self.servers:
@@ -59,13 +72,23 @@ class Farm:
         _kill(self.tracker)
 
 
-def start_farm():
-    """A tracker on a free port, no servers yet."""
+def start_farm(servers=None):
+    """A tracker on a free port, with ``servers`` ({key: count}, none by default) started
+    beside it at once (a server retries until the tracker answers); returns when the
+    tracker lists them all."""
     port = free_port()
     cmd = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1"]
     tracker = _start(cmd + ["--port", str(port), "--port-end", str(port + 1)])
     farm = Farm(port, tracker)
-    _wait(lambda: _answers(farm), 30, "the tracker")
+    try:
+        started = {key: farm._start_servers(key, n) for key, n in (servers or {}).items()}
+        _wait(lambda: _answers(farm), 30, "the tracker")
+        for key, ports in started.items():
+            want = len(ports)
+            _wait(lambda k=key, n=want: _registered(farm, k) >= n, 60, f"servers {ports}")
+    except BaseException:
+        farm.stop()
+        raise
     return farm
 
 

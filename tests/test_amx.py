@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import CPU, LLVM, exact_conv, quantize_tiny, run_tvm
+from helpers import CPU, LLVM, compiled, exact_conv, quantize_tiny, run_tvm
 
 from qbench.compile import build, features, targets
 from qbench.compile.kernels import amx
@@ -224,7 +224,7 @@ def tiny_net():
 def test_an_amx_target_compiles_to_tdpbusd_on_any_host(tiny_net):
     q, _ = tiny_net
     assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS) == AMX_PATHS
-    assembly = build.assembly(build.compile(q.int8_mod, SAPPHIRE_RAPIDS))
+    assembly = build.assembly(compiled(q.int8_mod, SAPPHIRE_RAPIDS))
     assert assembly.count("tdpbusd") >= 6 and "ldtilecfg" in assembly
 
 
@@ -233,9 +233,9 @@ def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):
     integer ops' (the plain graph)."""
     _needs_amx()
     q, x = tiny_net
-    on_amx = run_tvm(build.compile(q.int8_mod, SAPPHIRE_RAPIDS), x)
+    on_amx = run_tvm(compiled(q.int8_mod, SAPPHIRE_RAPIDS), x)
     vnni = {**CPU, "mcpu": "icelake-server"}
     assert kernel_paths(q.int8_mod, vnni)["int8 conv2d vnni"] == 8
-    np.testing.assert_array_equal(on_amx, run_tvm(build.compile(q.int8_mod, vnni), x))
-    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
+    np.testing.assert_array_equal(on_amx, run_tvm(compiled(q.int8_mod, vnni), x))
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(on_amx, run_tvm(plain, x))

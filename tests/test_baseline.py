@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import _report, _run
 
 from qbench.cli.main import main
 from qbench.measure.metrics import latency_stats, per_image
@@ -284,13 +283,10 @@ def test_per_image_outcomes_on_hand_made_logits():
     assert per_image(ref, nan, labels) == {"top1_match": [0] * 3, "top1_correct": [0] * 3}
 
 
-@pytest.mark.real_timing
-def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
-    model_file = Path(__file__).parent / "fixtures" / "tiny_model.py"  # 10 classes
-    args = ["--model", f"{model_file}:build", "--data", "synthetic", "--calib-size", "4"]
-    args += ["--eval-size", "6", "--batch-size", "1", "--threads", "1"]
-    assert _run(tmp_path, *args) in (0, 1)
-    report = _report(tmp_path)
+def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path, tiny_run):
+    """On the session's shared tiny run (``tiny_run``: batch 1, one thread, timed by the
+    run's own protocol)."""
+    report = tiny_run.report
     definition = dict(report["definition"])
     digest = definition.pop("digest")
     canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
@@ -306,8 +302,7 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
     # and the first block settles too: 45
     assert timed["settles"] == 45 and timed["unsettled"] == 0
     assert timed["settings"]["TVM_NUM_THREADS"] == "1"
-    md = next((tmp_path / "rep").glob("*/report.md")).read_text()
-    assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in md
+    assert "Timing: settled blocks v1: 3 warm-up + 20 timed rounds" in tiny_run.markdown
     assert report["environment"]["qbench_commit"] == _checkout_commit()
     for name in ("tvm_fp32", "tvm_int8"):
         match = report["results"][name]["per_image"]["top1_match"]
@@ -315,7 +310,7 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path):
             len(match) == 6
             and sum(match) == report["results"][name]["metrics"]["top1_agreement_count"]
         )
-    (folder,) = (tmp_path / "rep").iterdir()
+    folder = tiny_run.folder
     store = str(tmp_path / "store")
     assert main(["baseline", "save", str(folder), "--store", store, "--accept-fail"]) == 0
     assert main(["compare", str(folder), "--baseline", str(_stored(tmp_path))]) == 0

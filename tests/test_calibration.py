@@ -168,15 +168,13 @@ def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_vali
     from qbench.calibration.calibrate import calibrate_module
     from qbench.measure.runners import observer_runner
     from qbench.model import frontend, graph
-    from qbench.quantize import QuantConfig
 
     x = np.random.default_rng(7).standard_normal((2, 1, 6, 6)).astype(np.float32)
     x[1] *= 10  # the second image's tokens are ten times wider
     imported = frontend.import_model(loaded(_Tokens(), x.shape[1:]), 2)
     layers = graph.find_layers(imported.mod, imported.layer_names)
-    config = QuantConfig(calib_mode="max", skip_first=False)
     observer = observer_runner(imported.mod, LLVM, x.shape[1:], 2)
-    ranges = calibrate_module(observer, imported.mod, layers, [(x, n_valid)], config)
+    ranges = calibrate_module(observer, imported.mod, layers, [(x, n_valid)], "max", {})
     (r,) = ranges.values()
     real = x[:n_valid]
     assert r.observed_min == pytest.approx(float(real.min()))

@@ -4,10 +4,9 @@ goes through its own uint8 grid before the mean, as the graph quantizes it."""
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, quantize_tiny, run_tvm
+from helpers import LLVM, compiled, quantize_tiny, run_tvm
 from torch import nn
 
-from qbench.compile import build
 from qbench.quantize.fakequant import fake_layers, quantized
 
 
@@ -54,7 +53,7 @@ def test_the_pool_input_goes_through_its_grid_in_graph_and_fake_quantization(by_
     with torch.no_grad(), quantized(model, fakes, {0}) as (run, _):
         simulated = run(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(simulated, expected, rtol=0, atol=1e-5)
-    graph = run_tvm(build.compile(q.int8_mod, LLVM), x)
+    graph = run_tvm(compiled(q.int8_mod, LLVM), x)
     np.testing.assert_allclose(graph, expected, rtol=0, atol=1e-5)
     with torch.no_grad(), quantized(model, fakes, set()) as (run, _):  # FP32: no grid
         fp32 = model(torch.from_numpy(x)).numpy()

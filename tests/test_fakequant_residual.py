@@ -4,10 +4,9 @@ quantized conv read before it, that conv's quantized input (the graph's uint8 te
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, quantize_tiny, run_tvm
+from helpers import LLVM, compiled, quantize_tiny, run_tvm
 from torch import nn
 
-from qbench.compile import build
 from qbench.quantize.fakequant import fake_layers, quantized
 
 
@@ -51,7 +50,7 @@ def test_a_residual_reads_the_quantized_input_in_graph_and_fake_quantization(blo
     grid = np.clip(np.round(x / np.float32(act.scale)) + act.zero_point, 0, 255)
     expected = ((grid - act.zero_point) * np.float32(act.scale)).astype(np.float32)
     assert not np.allclose(expected, x, atol=1e-3)  # the grid is visible in the output
-    graph = run_tvm(build.compile(q.int8_mod, LLVM), x)
+    graph = run_tvm(compiled(q.int8_mod, LLVM), x)
     np.testing.assert_allclose(graph, expected, rtol=0, atol=1e-6)
     fakes = fake_layers(model, q.layers, q.plans)
     with torch.no_grad(), quantized(model, fakes, {0}) as (run, _):
@@ -83,7 +82,7 @@ def test_a_tensor_only_a_pool_reads_stays_float_in_a_residual_add():
     rng = np.random.default_rng(2)
     q = quantize_tiny(model, [rng.standard_normal((2, 4, 8, 8)).astype(np.float32)])
     x = rng.standard_normal((2, 4, 8, 8)).astype(np.float32)
-    graph = run_tvm(build.compile(q.int8_mod, LLVM), x)
+    graph = run_tvm(compiled(q.int8_mod, LLVM), x)
     np.testing.assert_allclose(graph, x, rtol=0, atol=1e-6)
     fakes = fake_layers(model, q.layers, q.plans)
     with torch.no_grad(), quantized(model, fakes, {0}) as (run, _):
@@ -127,7 +126,7 @@ def test_a_downsample_output_is_quantized_in_graph_and_fake_quantization():
     expected = np.broadcast_to(level.reshape(1, 8, 1, 1), (2, 8, 3, 3))
     assert not np.allclose(level, bias, atol=1e-3)  # the grid is visible in the output
     x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
-    graph = run_tvm(build.compile(q.int8_mod, LLVM), x)
+    graph = run_tvm(compiled(q.int8_mod, LLVM), x)
     np.testing.assert_allclose(graph, expected, rtol=0, atol=1e-6)
     fakes = fake_layers(model, q.layers, q.plans)
     with torch.no_grad(), quantized(model, fakes, {0, 1}) as (run, _):

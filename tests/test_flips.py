@@ -10,10 +10,11 @@ import pytest
 from scipy.stats import beta
 
 from qbench.measure.metrics import compare_logits, flips, softmax_margin
-from qbench.measure.results import RunResult
 from qbench.report.markdown import render_markdown
+from qbench.report.result import RunResult
 from qbench.report.tables import decisive_table, flip_lines
-from qbench.signoff.checks import Limits, signoff
+from qbench.signoff.checks import signoff
+from qbench.signoff.limits import Limits
 
 HERE = Path(__file__).parent
 LN3 = math.log(3.0)

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from qbench.measure.results import RunResult, Verdict
 from qbench.report.html import render_html
+from qbench.report.result import RunResult
 from qbench.report.write import write_reports
+from qbench.signoff.verdict import Verdict
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"

@@ -6,7 +6,8 @@ import pytest
 from test_signoff import _compared
 
 from qbench.measure.intervals import clopper_pearson, images_needed
-from qbench.signoff.checks import Limits, signoff
+from qbench.signoff.checks import signoff
+from qbench.signoff.limits import Limits
 
 
 def test_all_agreeing_images_have_the_hand_derived_lower_bound():

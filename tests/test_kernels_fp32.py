@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import CPU, LLVM, loaded, run_tvm, torch_out
+from helpers import CPU, LLVM, compiled, loaded, run_tvm, torch_out
 
 from qbench.compile import build
 from qbench.compile.features import has_feature
@@ -90,6 +90,6 @@ def test_partial_register_tiles_match_pytorch():
         net = torch.nn.Sequential(torch.nn.Conv2d(32, 48, 3, padding=1), torch.nn.ReLU()).eval()
         x = np.random.default_rng(size).standard_normal((1, 32, size, size)).astype(np.float32)
         mod = frontend.import_model(loaded(net, x.shape[1:]), 1).mod
-        got = run_tvm(build.compile(mod, haswell), x)
+        got = run_tvm(compiled(mod, haswell), x)
         want = torch_out(net, x)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

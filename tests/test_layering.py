@@ -169,3 +169,95 @@ def test_a_lazy_import_counts(tmp_path):
 def test_absolute_imports_count(tmp_path, module, line, expected):
     root = _planted(tmp_path, module, line)
     assert any(expected in p for p in layering_problems(import_graph(root)))
+
+
+def _snake(name):
+    """``RunOptions`` -> ``run_options``."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def stage_classes(root):
+    """{class name: (stage, set of its attribute names: fields, methods, properties)} of
+    the classes defined in the package under ``root``; a name defined in several stages is
+    kept at its earliest."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        stage = stage_of(module_name(root, path))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+            names |= {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            before = found.get(node.name)
+            if before is None or STAGES.index(stage) < STAGES.index(before[0]):
+                found[node.name] = (stage, names)
+    return found
+
+
+def _annotation_names(node):
+    """Class names an annotation reads (``Prepared``, ``x.Prepared``, ``"Prepared"``)."""
+    if node is None:
+        return set()
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value.split(".")[-1].split("[")[0]}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    }
+
+
+def _attributes_read(func, param):
+    """The attribute names ``func``'s body reads on its parameter ``param``."""
+    return {
+        n.attr
+        for n in ast.walk(func)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == param
+    }
+
+
+def type_seam_problems(root):
+    """Sentences naming each function of a stage that takes a later stage's class: by its
+    parameter's annotation, by a parameter named for the class (``prepared``) whose
+    attributes it reads, or by reading two or more attributes on one parameter that only
+    that later class has (a ``p`` read as ``p.split``, ``p.imported``)."""
+    classes = stage_classes(root)
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(root, path)
+        stage = STAGES.index(stage_of(module))
+        earlier = set().union(*(names for s, names in classes.values() if STAGES.index(s) <= stage))
+        later = {c: names for c, (s, names) in classes.items() if STAGES.index(s) > stage}
+        for func in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for arg in func.args.args + func.args.kwonlyargs:
+                read = _attributes_read(func, arg.arg)
+                for cls, names in later.items():
+                    typed = cls in _annotation_names(arg.annotation)
+                    named = arg.arg == _snake(cls) and read & names
+                    own = (read & names) - earlier
+                    if typed or named or len(own) >= 2:
+                        problems.append(
+                            f"{module}.{func.name} takes {cls} (stage {classes[cls][0]}) as "
+                            f"{arg.arg!r}" + (f", reading {', '.join(sorted(own))}" if own else "")
+                        )
+    return problems
+
+
+def test_no_stage_takes_a_later_stages_type():
+    problems = type_seam_problems(PACKAGE)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "module, function",
+    [
+        ("report/tables.py", "def planted(prepared):\n    return prepared.model"),
+        ("quantize/plan.py", "def planted(p):\n    return p.split, p.imported"),
+        ("measure/speed.py", "def planted(x: 'Prepared'):\n    return x"),
+    ],
+)
+def test_a_planted_later_type_is_found(tmp_path, module, function):
+    root = _planted(tmp_path, module, function)
+    problems = type_seam_problems(root)
+    planted = [p for p in problems if ".planted takes Prepared" in p]
+    assert len(planted) == 1 and module.split("/")[0] in planted[0].split(".")[1]

@@ -32,9 +32,8 @@ def test_the_python_entry_gives_what_the_command_gives(tmp_path):
     assert api["calibration"]["cache_hit"] is False and cli["calibration"]["cache_hit"] is True
 
 
-def test_a_fallback_without_held_out_images_is_refused_before_any_work(tmp_path):
+def test_a_fallback_without_held_out_images_is_refused_where_the_options_are_made(tmp_path):
     """RunOptions' holdout_size is 0 (no fallback); the command line's is 64."""
-    opts = RunOptions(model=TINY, **SIZES, accuracy_target=0.9, cache_dir=str(tmp_path / "c"))
-    with pytest.raises(UserError, match="holdout_size 0 must be >= 1"):
-        run(opts)
+    with pytest.raises(UserError, match="--holdout-size 0: must be >= 1 with --accuracy-target"):
+        RunOptions(model=TINY, **SIZES, accuracy_target=0.9, cache_dir=str(tmp_path / "c"))
     assert not (tmp_path / "c").exists()

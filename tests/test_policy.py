@@ -9,7 +9,7 @@ import pytest
 from qbench.cli.main import _parser, main
 from qbench.cli.runopts import run_options
 from qbench.signoff import policy
-from qbench.signoff.checks import Limits
+from qbench.signoff.limits import Limits
 
 POLICY = textwrap.dedent("""
     [defaults]
@@ -54,7 +54,7 @@ def test_the_most_specific_table_wins(policy_file):
 def test_a_flag_beats_the_policy_which_beats_the_builtin_default(policy_file):
     argv = ["run", "--model", "resnet18", "--policy", str(policy_file)]
     opts = run_options(_parser().parse_args([*argv, "--min-int8-speedup", "1.5"]))
-    assert Limits.of(opts) == Limits(
+    assert opts.limits == Limits(
         min_top1_agreement=0.99,  # [models.resnet18]
         max_accuracy_drop=0.5,
         min_int8_speedup=1.5,  # the flag, over [models.resnet18.targets.llvm]'s 1.1
@@ -132,7 +132,8 @@ def test_the_report_records_the_policy_and_each_criterion(tmp_path):
         "tvm_fp32/pytorch_fp32",
         "tvm_int8/pytorch_fp32",
     }
-    assert all(len(r["latency_samples_ms"]) == 20 for r in report["results"].values())
+    rounds = report["environment"]["timing"]["timed_rounds"]  # the suite's quick rounds
+    assert all(len(r["latency_samples_ms"]) == rounds for r in report["results"].values())
     text = (folder / "report.md").read_text()
     assert f"policy: {path}" in text and "speed (median per-round latency ratio" in text
 
@@ -146,9 +147,9 @@ def test_a_file_model_matches_its_table_from_any_folder_and_a_miss_is_named(tmp_
         opts = run_options(
             _parser().parse_args(["run", "--model", spelling, "--policy", str(path)])
         )
-        assert opts.min_cosine == 0.5 and opts.policy["unmatched"] is None
+        assert opts.limits.min_cosine == 0.5 and opts.policy["unmatched"] is None
     opts = run_options(_parser().parse_args(["run", "--model", "vgg11", "--policy", str(path)]))
-    assert opts.min_cosine == Limits.min_cosine
+    assert opts.limits.min_cosine == Limits.min_cosine
     assert opts.policy["unmatched"] == (
         "no [models.'vgg11'] table, so [defaults] apply; the file names: m.py:build, vgg13"
     )

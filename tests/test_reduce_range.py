@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
+from helpers import LLVM, compiled, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench.compile import build
 from qbench.compile.features import has_feature
@@ -47,7 +47,7 @@ def test_vpmaddubsw_kernel_is_exact_at_the_int16_limit(weight):
     x = np.full((1, 16, 5, 5), 255, np.uint8)
     w = np.full((16, 16, 3, 3), weight, np.int8)
     module = packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), "avx2_u8")
-    got = run_tvm(build.compile(module, ZEN3), x)
+    got = run_tvm(compiled(module, ZEN3), x)
     assert got.flat[0] == 255 * weight * 16 * 9
     np.testing.assert_array_equal(got, exact_conv(x, w))
 
@@ -58,7 +58,7 @@ def test_vpmaddubsw_kernel_is_exact_on_random_operands():
     x = rng.integers(0, 256, (2, 3, 15, 15)).astype(np.uint8)
     w = rng.integers(-63, 64, (20, 3, 3, 3)).astype(np.int8)
     module = packed_conv_module(x.shape, w, 7, (2, 2), (1, 1), "avx2_u8")
-    np.testing.assert_array_equal(run_tvm(build.compile(module, ZEN3), x), exact_conv(x, w, (2, 2)))
+    np.testing.assert_array_equal(run_tvm(compiled(module, ZEN3), x), exact_conv(x, w, (2, 2)))
 
 
 class _Block(torch.nn.Module):
@@ -97,10 +97,10 @@ def test_7_bit_graph_on_vpmaddubsw_equals_plain_integer_graph():
     x = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype(np.float32)
     kernels = [gv.name_hint for gv in select_kernels(q.int8_mod, ZEN3).functions]
     assert sum("pack_nchw4c" in name for name in kernels) == 1
-    executable = build.compile(q.int8_mod, ZEN3)
+    executable = compiled(q.int8_mod, ZEN3)
     assembly = build.assembly(executable)
     assert assembly.count("vpmaddubsw") > 0 and "zmm" not in assembly
-    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))
 
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from qbench.core import atomic
-from qbench.measure.results import Check, RunResult
+from qbench.report.result import RunResult
+from qbench.signoff.verdict import Check
 
 
 def test_write_folder_is_complete_and_never_overwrites(tmp_path):
@@ -41,7 +42,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     from qbench.measure.metrics import latency_stats
     from qbench.measure.results import Latency, RunnerResult
     from qbench.measure.runners import TVMRunner
-    from qbench.report.assemble import _graph
+    from qbench.report.assemble import graph_ops
     from qbench.report.tables import latency_table
 
     torch.manual_seed(7)
@@ -69,7 +70,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     per_round = np.asarray(results["tvm_int8"].samples_ms) / results["tvm_fp32"].samples_ms
     slower = np.median(per_round) >= 1.005  # within half a percent it is "1.00x (same)"
     assert ("INT8 does not pay off" in table) == slower and "vs TVM FP32 (per round)" in table
-    added = _graph(q.fp32_mod, q.int8_mod)["int8_added_ops"]
+    added = graph_ops(q.fp32_mod, q.int8_mod)["int8_added_ops"]
     # two integer layers: the input's quantize, the depthwise conv's integer requantize to
     # the 1x1 conv's uint8 (its casts to float32 and back to uint8), the 1x1 conv's cast to
     # float32; the padded depthwise conv reads a signed input (zero point 128), so its
@@ -350,11 +351,11 @@ def test_environment_line_names_the_timing_protocol_and_its_settings():
 
 def test_precision_names_the_requantize_scheme_and_simulation():
     from qbench.quantize import QuantConfig
-    from qbench.report.assemble import _precision
+    from qbench.report.assemble import precision
 
-    built, simulated = _precision(QuantConfig()), _precision(QuantConfig(simulate=True))
+    built, simulated = precision(QuantConfig()), precision(QuantConfig(simulate=True))
     assert built["integer_ops"].startswith("conv2d, matmul: uint8 x int8 -> int32")
-    reduced = _precision(QuantConfig(reduce_range=True))["integer_ops"]
+    reduced = precision(QuantConfig(reduce_range=True))["integer_ops"]
     assert "7-bit values ([-63, 63], --reduce-range)" in reduced
     assert "round half to even" in built["integer_ops"]
     assert "integer requantize" in built["integer_ops"] and "multiplier" in built["integer_ops"]

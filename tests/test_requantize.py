@@ -4,9 +4,8 @@ numpy reference bit for bit, and a whole chain of INT8 layers against numpy."""
 import numpy as np
 import pytest
 import torch
-from helpers import LLVM, quantize_tiny, run_tvm
+from helpers import LLVM, compiled, quantize_tiny, run_tvm
 
-from qbench.compile import build
 from qbench.quantize import pooling
 from qbench.quantize.requantize import Requantize, emit, integer_requantize, reference
 
@@ -80,7 +79,7 @@ def test_tvm_requantize_is_the_numpy_reference_bit_for_bit():
     acc[0, 2, 1, :2] = [2**30 - 2**20, 2**30 + 2**23 - 2**20]  # 64 - 60, 64.5 - 60 -> 4
     acc[0, 3, 0, :2] = [2**31 - 1, -(2**31)]  # 214.7 and -214.7 steps: clamped to 200, 128
     module = _requantize_module(acc.shape, requantize)
-    executable = build.compile(module, LLVM)
+    executable = compiled(module, LLVM)
     out = run_tvm(executable, acc)
     np.testing.assert_array_equal(out, reference(acc, requantize))
     assert out[0, 0, 0, :4].tolist() == [128, 130, 128, 128]  # 0.5 -> 0 and 1.5 -> 2; clamp
@@ -167,7 +166,7 @@ def test_int8_chain_equals_numpy_integer_pipeline(hand_kernels):
     q1 = _layer_numpy(q0, conv, net.conv, dw.act, (0.0, 6.0))
     q2 = _layer_numpy(q1, dw, net.dw, head.act, (0.0, None))
     expected = _layer_numpy(q2, head, net.head)
-    executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+    executable = compiled(q.int8_mod, LLVM, hand_kernels=hand_kernels)
     one_step = float(np.min(head.act.scale * head.weight.scale))
     assert one_step > 10 * 2e-7
     np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
@@ -351,7 +350,7 @@ def _assert_logits_on_both_builds(q, x, expected):
     """The INT8 graph's logits for ``x`` on qbench's kernels for this CPU and on TVM's own
     integer ops equal ``expected`` up to the rounding of one FMA in the FP32 logits."""
     for hand_kernels in (True, False):
-        executable = build.compile(q.int8_mod, LLVM, hand_kernels=hand_kernels)
+        executable = compiled(q.int8_mod, LLVM, hand_kernels=hand_kernels)
         np.testing.assert_allclose(run_tvm(executable, x), expected, rtol=0, atol=2e-7)
 
 
@@ -381,12 +380,12 @@ def test_integer_pool_rounds_half_to_even_saturates_and_is_the_numpy_reference()
         [10, 10, 10, 10],  # 0 -> the output zero point, 3
     ]
     y_q = np.array(windows, np.uint8).reshape(1, 6, 2, 2)
-    out = run_tvm(build.compile(_pool_module(y_q.shape, pool), LLVM), y_q)
+    out = run_tvm(compiled(_pool_module(y_q.shape, pool), LLVM), y_q)
     assert out.reshape(-1).tolist() == [5, 7, 5, 0, 255, 3]
     rng = np.random.default_rng(3)
     y_q = rng.integers(0, 256, (2, 16, 7, 7)).astype(np.uint8)
     pool = pooling.IntegerPool(None, None, None, True, 49, 37, np.float32(0.0123), 100)
-    out = run_tvm(build.compile(_pool_module(y_q.shape, pool), LLVM), y_q)
+    out = run_tvm(compiled(_pool_module(y_q.shape, pool), LLVM), y_q)
     np.testing.assert_array_equal(out, pooling.reference(y_q, pool))
 
 

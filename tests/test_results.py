@@ -10,7 +10,8 @@ import pytest
 
 from qbench.core.atomic import to_json
 from qbench.core.errors import UserError
-from qbench.measure.results import Check, RunResult, Verdict
+from qbench.report.result import RunResult
+from qbench.signoff.verdict import Check, Verdict
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
 

@@ -34,10 +34,8 @@ KEY = "cpu"
 
 @pytest.fixture(scope="module")
 def farm():
-    farm = start_farm()
+    farm = start_farm({KEY: 2})  # the tracker and both servers start side by side
     try:
-        farm.add_server(KEY)
-        farm.add_server(KEY)
         yield farm
     finally:
         farm.stop()
@@ -86,6 +84,7 @@ def test_a_run_through_the_tracker_equals_a_host_run_and_names_the_device(tmp_pa
     assert device in markdown and f"TVM builds run on {device}, timed there" in markdown
 
 
+@pytest.mark.slow  # two runs side by side: 14 s
 def test_a_sweep_runs_its_two_cells_at_once_on_the_two_servers(tmp_path, farm, models):
     grid = ["--models", f"{models}:build,{models}:other", "--targets", "llvm", *TINY]
     remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", KEY]
@@ -103,9 +102,8 @@ def test_a_sweep_runs_its_two_cells_at_once_on_the_two_servers(tmp_path, farm, m
     assert first["device"] in (folder / "summary.md").read_text()
 
 
-def test_a_server_killed_mid_run_exits_2_naming_it_and_writes_no_report(
-    tmp_path, models, capsys
-):
+@pytest.mark.slow  # a farm of its own: 16 s
+def test_a_server_killed_mid_run_exits_2_naming_it_and_writes_no_report(tmp_path, models, capsys):
     farm = start_farm()
     try:
         port = farm.add_server("doomed")
@@ -151,6 +149,7 @@ def test_tuning_on_one_server_without_a_tracker_is_refused(tmp_path, models, cap
     assert "tuning on a remote device needs a tracker" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # tuning over RPC: 28 s
 def test_tuning_through_the_tracker_measures_on_its_devices(tmp_path, farm, models, capsys):
     """MetaSchedule's RPC runner measures the candidates on the key's servers (the run's own
     session is ended first, so both servers are free to it), and the record check runs
@@ -171,6 +170,7 @@ def test_an_unknown_key_lists_the_trackers_keys(tmp_path, farm, models, capsys):
     assert f"keys with servers: {KEY} (2)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # waits out the handshake's 10 s timeout
 def test_a_tracker_address_where_nothing_answers_exits_2(tmp_path, models, capsys):
     """A listener that accepts and never replies (an address of something else) is no
     tracker: exit 2 after the handshake's timeout, not a run that waits forever."""

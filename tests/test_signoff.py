@@ -9,7 +9,8 @@ from qbench.cli.main import _parser, main
 from qbench.cli.runopts import run_options
 from qbench.measure.metrics import compare_logits
 from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
-from qbench.signoff.checks import Limits, signoff
+from qbench.signoff.checks import signoff
+from qbench.signoff.limits import Limits
 
 LOOSE = Limits(0.0, 100.0, 0.0, -1.0, 0.0)  # every threshold at the end of its range
 
@@ -262,10 +263,14 @@ def test_bad_signoff_limits_exit_2_naming_the_flag_and_range(tmp_path, capsys, f
 
 def test_signoff_flags_reach_the_run_options_with_limits_defaults():
     opts = run_options(_parser().parse_args(["run", "--model", "resnet18"]))
-    assert Limits.of(opts) == Limits()
+    assert opts.limits == Limits()
     args = "--min-sqnr 25 --min-cosine 0.995 --min-top5-agreement 0.95".split()
     opts = run_options(_parser().parse_args(["run", "--model", "resnet18", *args]))
-    assert (opts.min_sqnr_db, opts.min_cosine, opts.min_top5_agreement) == (25.0, 0.995, 0.95)
+    assert (opts.limits.min_sqnr_db, opts.limits.min_cosine, opts.limits.min_top5_agreement) == (
+        25.0,
+        0.995,
+        0.95,
+    )
 
 
 def _speed(ratio, low, high):
@@ -367,7 +372,7 @@ def test_bad_speed_limits_exit_2(tmp_path, capsys, flag, value, text):
 
 def test_speed_flags_reach_the_run_options():
     opts = run_options(_parser().parse_args(["run", "--model", "resnet18"]))
-    assert (opts.min_int8_speedup, opts.max_int8_latency_ms) == (1.0, None)
+    assert (opts.limits.min_int8_speedup, opts.limits.max_int8_latency_ms) == (1.0, None)
     args = "--min-int8-speedup 1.2 --max-int8-latency-ms 80".split()
     opts = run_options(_parser().parse_args(["run", "--model", "resnet18", *args]))
-    assert Limits.of(opts) == Limits(min_int8_speedup=1.2, max_int8_latency_ms=80.0)
+    assert opts.limits == Limits(min_int8_speedup=1.2, max_int8_latency_ms=80.0)

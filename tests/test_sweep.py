@@ -165,7 +165,7 @@ def test_policy_gives_each_cell_its_own_models_limits(tmp_path, monkeypatch, mod
     seen = {}
 
     def record(opts):
-        seen[opts.model] = opts.min_sqnr_db
+        seen[opts.model] = opts.limits.min_sqnr_db
         raise RuntimeError("recorded")
 
     monkeypatch.setattr(engine, "run", record)

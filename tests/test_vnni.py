@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import CPU, LLVM, exact_conv, packed_conv_module, quantize_tiny, run_tvm
+from helpers import CPU, LLVM, compiled, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
 from qbench.compile import build, lowering, tuning
 from qbench.compile.features import has_feature
@@ -107,7 +107,7 @@ def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
     x = rng.integers(0, 256, (2, c, hw, hw)).astype(np.uint8)
     w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
     module = packed_conv_module(x.shape, w, 7, strides, dilation, path)
-    got = run_tvm(build.compile(module, LLVM), x)
+    got = run_tvm(compiled(module, LLVM), x)
     np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilation))
 
 
@@ -119,7 +119,7 @@ def test_worst_case_operands_are_exact(path, weight):
     _runs_here(path)
     x = np.full((1, 16, 5, 5), 255, np.uint8)
     w = np.full((16, 16, 3, 3), weight, np.int8)
-    got = run_tvm(build.compile(packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
+    got = run_tvm(compiled(packed_conv_module(x.shape, w, 0, (1, 1), (1, 1), path), LLVM), x)
     assert got.flat[0] == 255 * weight * 16 * 9  # by hand: 144 products per output
     np.testing.assert_array_equal(got, exact_conv(x, w))
 
@@ -131,7 +131,7 @@ def test_every_path_compiles_to_its_instruction(path):
     scalar code)."""
     w = np.ones((16, 8, 3, 3), np.int8)
     module = packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
-    assembly = build.assembly(build.compile(module, _class_target(path)))
+    assembly = build.assembly(compiled(module, _class_target(path)))
     assert assembly.count(PATHS[path][1]) >= 4
 
 
@@ -161,7 +161,7 @@ def test_every_path_compiles_a_whole_int8_graph(path):
     target = _class_target(path)
     int8 = {"int8 conv2d depthwise": 2, f"int8 conv2d {path}": 2, f"int8 matmul {path}": 1}
     assert kernel_paths(q.int8_mod, target) == int8
-    assert build.assembly(build.compile(q.int8_mod, target)).count(PATHS[path][1]) > 0
+    assert build.assembly(compiled(q.int8_mod, target)).count(PATHS[path][1]) > 0
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -180,9 +180,9 @@ def test_cpu_kernels_graph_matches_plain_integer_graph(path):
     int8 = {"int8 conv2d depthwise": 2, f"int8 conv2d {path}": 2, f"int8 matmul {path}": 1}
     assert {k: int(v) for k, v in selected.attrs[KERNEL_PATHS].items()} == int8
     assert kernel_paths(q.int8_mod, target) == int8
-    executable = build.compile(q.int8_mod, target)
+    executable = compiled(q.int8_mod, target)
     assert build.assembly(executable).count(PATHS[path][1]) > 0
-    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)  # TVM's own integer ops
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)  # TVM's own integer ops
     np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))
 
 
@@ -234,7 +234,7 @@ def test_each_cpu_class_selects_a_path_that_compiles_to_its_instruction(target, 
     if path:
         w = np.ones((16, 8, 3, 3), np.int8)
         module = packed_conv_module((1, 8, 9, 9), w, 0, (1, 1), (1, 1), path)
-        assert build.assembly(build.compile(module, target)).count(PATHS[path][1]) >= 4
+        assert build.assembly(compiled(module, target)).count(PATHS[path][1]) >= 4
 
 
 class _InvertedResidual(torch.nn.Module):
@@ -297,6 +297,6 @@ def test_residual_blocks_on_kernels_match_plain_integer_graph(path):
     rng = np.random.default_rng(6)
     q = quantize_tiny(net, [rng.standard_normal((2, 3, 12, 12)).astype(np.float32)])
     x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
-    executable = build.compile(q.int8_mod, target)
-    plain = build.compile(q.int8_mod, LLVM, hand_kernels=False)
+    executable = compiled(q.int8_mod, target)
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))

@@ -80,7 +80,7 @@ def _said(difference):
 
 
 def compare(report, baseline, factor=1.10, alpha=0.01):
-    """Compare ``report`` with ``baseline`` (both ``results.RunResult``).
+    """Compare ``report`` with ``baseline`` (both ``result.RunResult``).
 
     Args:
         factor: latency ratio of medians beyond which a change may count, > 1.

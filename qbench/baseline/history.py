@@ -82,7 +82,7 @@ def point(report, machine, accept_fail=False):
     NOISY flag, None without ``speed``), top-1 agreement (fraction), accuracy drop
     (percentage points; None without labels), SQNR (dB), INT8 and FP32 medians (ms),
     speed-up (``RunResult.int8_speedup``, a factor, or None); ``report`` is a
-    ``results.RunResult``."""
+    ``result.RunResult``."""
     res = report.results
     int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
     drop = None

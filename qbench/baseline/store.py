@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..core.atomic import to_json, write_text
 from ..core.errors import UserError
-from ..measure.results import RunResult
+from ..report.result import RunResult
 from .validate import check_report
 
 STORE_VERSION = 1
@@ -34,7 +34,7 @@ def load_report(path):
     Args:
         path: a report.json file, or its folder.
     Returns:
-        the report, a ``results.RunResult``.
+        the report, a ``result.RunResult``.
     Raises:
         UserError: the file is missing, unreadable, not JSON, or not a report that
             ``validate.check_report`` accepts (schema, a field missing, of the wrong type or
@@ -53,7 +53,7 @@ def load_baseline(path):
     ``{store_version, key, report}`` file that ``save`` writes).
 
     Returns:
-        the baseline report, a ``results.RunResult``.
+        the baseline report, a ``result.RunResult``.
     Raises:
         UserError: as ``load_report`` and ``load_entry``.
     """
@@ -80,7 +80,7 @@ def _typed(report, path, what):
 
 def load_entry(path):
     """Read a stored baseline file; returns its dict (``report`` inside, a
-    ``results.RunResult``).
+    ``result.RunResult``).
 
     Raises:
         UserError: missing, unreadable or damaged; the message names the file, which is left

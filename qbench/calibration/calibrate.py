@@ -52,7 +52,7 @@ def save_cached(cache_dir, key, ranges, meta):
     )
 
 
-def calibrate_module(observer, mod, layers, batches, config, total=None):
+def calibrate_module(observer, mod, layers, batches, mode, params, total=None):
     """Compute each layer's input range of ``mod``, and each residual output's
     (``graph.residual_outputs``) and pooled input's (``graph.global_pools`` read by a layer),
     from the activations ``observer`` returns.
@@ -64,7 +64,8 @@ def calibrate_module(observer, mod, layers, batches, config, total=None):
         layers: its ``graph.Layer`` list.
         batches: iterable of (x, n_valid): x float32 (batch_size, C, H, W), rows past
             n_valid are padding and ignored.
-        config: ``QuantConfig`` (mode and parameters).
+        mode: one of ``collectors.MODES``; params: its keyword arguments
+            (``QuantConfig.collector_params()``: ``percentile``, ``global_scale``).
         total: number of batches, for the progress bar.
 
     Returns:
@@ -79,9 +80,7 @@ def calibrate_module(observer, mod, layers, batches, config, total=None):
     names += [
         GlobalPool.range_name(names[p.layer]) for p in global_pools(mod) if p.layer is not None
     ]
-    return collect_ranges(
-        observer, batches, names, config.calib_mode, config.collector_params(), total
-    )
+    return collect_ranges(observer, batches, names, mode, params, total)
 
 
 def _valid_rows(act, batch_size, n_valid):

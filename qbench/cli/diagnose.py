@@ -1,7 +1,6 @@
 """``qbench diagnose``: per-layer INT8 error and sensitivity on the calibration images;
 with ``--accuracy-target``, the layers to keep in FP32."""
 
-import time
 from dataclasses import replace
 
 from .exits import EXIT_FAIL, EXIT_PASS
@@ -25,10 +24,11 @@ def run(args):
     """``qbench diagnose``: the diagnosis, its summary and report folder; with the fallback,
     exit 1 when it misses ``--accuracy-target``."""
     from ..core.progress import stage
+    from ..pipeline.diagnose import run_diagnosis
     from ..report.diagnosis import sensitive_table, summary, write_diagnosis
 
     opts = replace(run_options(args), diagnose=True)
-    report, pngs = diagnosis(opts)
+    report, pngs = run_diagnosis(opts)
     with stage("report"):
         out = write_diagnosis(report, opts.reports_dir, pngs)
     print("\n".join(summary(report)))
@@ -38,20 +38,3 @@ def run(args):
         return EXIT_PASS
     print(f"FP32 layers: {out / 'skip_layers.txt'} (qbench run --skip-layers @FILE)")
     return EXIT_PASS if report["fallback"]["reached"] else EXIT_FAIL
-
-
-def diagnosis(opts):
-    """Prepare a run as ``qbench run`` does, then ``diagnose_prepared`` it.
-
-    Args:
-        opts: ``pipeline.RunOptions``; ``accuracy_target`` asks for the fallback.
-    Returns:
-        (report with its ``wall_s``, pngs): see ``diagnose.run.diagnose_prepared``.
-    """
-    from ..diagnose.run import diagnose_prepared
-    from ..pipeline.prepare import prepare
-
-    started = time.time()
-    report, pngs = diagnose_prepared(prepare(opts), opts.accuracy_target)
-    report["wall_s"] = time.time() - started
-    return report, pngs

@@ -3,7 +3,7 @@ without calibrating or building."""
 
 from .exits import EXIT_PASS
 from .options import add_model_options
-from .runopts import check_model_args, skip_list
+from .runopts import skip_list
 
 
 def add_parser(command):
@@ -20,16 +20,22 @@ def run(args):
     """``qbench layers``: import the model and print its quantizable layers; no calibration."""
     from ..core.progress import stage
     from ..model import frontend, graph, zoo
+    from ..pipeline.options import RunOptions
     from ..quantize import QuantConfig
     from ..quantize.plan import fp32_reasons
     from ..report.tables import layers_preview_table
 
-    check_model_args(args)
+    opts = RunOptions(  # checks the options layers shares with run, as run does
+        model=args.model,
+        weights=args.weights,
+        input_shape=args.input_shape,
+        batch_size=args.batch_size,
+    )
     with stage("load model") as st:
-        model = zoo.load_model(args.model, args.weights, args.input_shape)
+        model = zoo.load_model(opts.model, opts.weights, opts.input_shape)
         st.note = f"weights: {model.weights}"
     with stage("import to Relax") as st:
-        imported = frontend.import_model(model, args.batch_size)
+        imported = frontend.import_model(model, opts.batch_size)
         layers = graph.find_layers(imported.mod, imported.layer_names)
         st.note = f"{len(layers)} conv2d/matmul layers"
     config = QuantConfig(skip_layers=skip_list(args.skip_layers), skip_first=args.keep_first_fp32)

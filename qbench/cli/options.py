@@ -4,54 +4,8 @@
 import argparse
 import os
 
-MIN_REPEAT = 20
-SIGNOFF_OPTIONS = (  # RunOptions field (default: signoff.Limits), flag, help
-    (
-        "min_top1_agreement",
-        "--min-top1-agreement",
-        "lowest top-1 agreement with PyTorch, a fraction in [0, 1]",
-    ),
-    (
-        "max_accuracy_drop",
-        "--max-accuracy-drop",
-        "largest INT8 top-1 accuracy drop, percentage points in [0, 100]",
-    ),
-    ("min_sqnr_db", "--min-sqnr", "lowest SQNR of the INT8 logits against PyTorch's, dB >= 0"),
-    (
-        "min_cosine",
-        "--min-cosine",
-        "lowest mean cosine similarity of the INT8 and PyTorch logits, in [-1, 1]",
-    ),
-    (
-        "min_top5_agreement",
-        "--min-top5-agreement",
-        "lowest top-5 agreement of INT8 with "
-        "PyTorch (share of PyTorch's 5 top classes in INT8's 5), a fraction in [0, 1]",
-    ),
-    (
-        "min_int8_speedup",
-        "--min-int8-speedup",
-        "lowest speed-up of TVM INT8 over TVM FP32 (FP32 / INT8 median latency), a factor > 0; "
-        "fails only when its whole 95 %% confidence interval is below it",
-    ),
-    (
-        "max_int8_latency_ms",
-        "--max-int8-latency-ms",
-        "highest median TVM INT8 latency of one batch, ms > 0",
-    ),
-    (
-        "min_decisive_top1_agreement",
-        "--min-decisive-top1-agreement",
-        "lowest INT8 top-1 agreement counting only decisive flips (PyTorch FP32 margin >= "
-        "--near-tie-margin), a fraction in [0, 1]",
-    ),
-    (
-        "near_tie_margin",
-        "--near-tie-margin",
-        "softmax top-1 minus top-2 probability of PyTorch FP32 under which a flip is a "
-        "near-tie, in [0, 1]",
-    ),
-)
+from ..measure.timing import MIN_REPEAT
+from ..signoff.limits import DEFAULTS, SPECS
 
 
 def add_policy_option(r):
@@ -114,7 +68,7 @@ def add_model_options(r, grid=False):
 
 OMITTABLE = {  # option group: the defaults a command without those options runs with
     "timing": {"warmup": 3, "repeat": MIN_REPEAT},
-    "signoff": {dest: None for dest, _, _ in SIGNOFF_OPTIONS},
+    "signoff": dict.fromkeys(SPECS),
     "tuning budget": {"trials": 16, "time_budget": None, "tune_graphs": "fp32,int8"},
     "remote": {"rpc": None, "rpc_tracker": None, "rpc_key": None},
 }
@@ -246,19 +200,16 @@ def add_quant_options(r, signoff=True):
 
 
 def add_signoff_options(r):
-    """The sign-off thresholds. Their argparse default is None (not given), so that a
-    ``--policy`` file can set what the command line does not; see ``_limits``."""
-    from ..signoff.checks import Limits
-
-    for dest, flag, text in SIGNOFF_OPTIONS:
-        default = getattr(Limits, dest)
+    """The sign-off limits' flags (``signoff.limits.SPECS``). Their argparse default is None
+    (not given), so that a ``--policy`` file can set what the command line does not; see
+    ``runopts._limits``."""
+    for name, spec in SPECS.items():
         r.add_argument(
-            flag,
-            dest=dest,
-            metavar=flag[2:].upper().replace("-", "_"),
+            spec.flag,
+            dest=name,
+            metavar=spec.flag[2:].upper().replace("-", "_"),
             type=float,
-            help=f"sign-off: {text} (default: {'none' if default is None else default}, "
-            "or --policy's)",
+            help="sign-off: " + spec.help(DEFAULTS[name], ", or --policy's").replace("%", "%%"),
         )
 
 

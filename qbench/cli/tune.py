@@ -26,7 +26,9 @@ def run(args):
     prepared = prepare(opts)
     print(f"tuning into {prepared.tuning['database']} (Ctrl-C stops at the next measurements)")
     opts, stopped = prepared.opts, set()
-    for name, s in tune_graphs(prepared, args.trials, args.time_budget, opts.tune_graphs).items():
+    for name, s in tune_graphs(
+        prepared, opts.trials, opts.time_budget_min, opts.tune_graphs
+    ).items():
         print(
             f"{name}: {s.tuned} kernels tuned, {s.skipped} already in a database, of {s.tasks}, "
             f"in {s.seconds:.0f} s"

@@ -4,7 +4,8 @@ Takes a ``--data`` text (a folder, ``hf:NAME[:SPLIT]``, ``synthetic``, ``embedde
 gives an ``ImageSet`` (``sources.open_source``), its disjoint calibration / evaluation /
 held-out ``Split`` (``splits``), the checks it passes before anything slow (``checks``), and
 preprocessed (N, C, H, W) float32 batches (``batches``).
-"""
+
+May import: core, model (the stages before it; ``tests/test_layering.py``)."""
 
 from .batches import batches, full_batches, pad_batch, transform
 from .checks import check_decodable, check_input_shape, check_labels

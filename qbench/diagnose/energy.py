@@ -29,7 +29,10 @@ class Energy:
 
     @property
     def sqnr_db(self):
-        """10 log10(signal / noise), dB; ``inf`` when out equals ref everywhere."""
+        """The SQNR of ``out`` against ``ref`` over every value seen (all batches flattened),
+        10 log10(signal / noise), dB: ``inf`` when out equals ref everywhere (no noise),
+        ``-inf`` when ref is all zero and out is not. (``measure.metrics.sqnr_db_or_none``,
+        the report's logits SQNR, gives None for identical values instead.)"""
         if self.noise == 0:
             return math.inf
         if self.signal == 0:
@@ -38,6 +41,9 @@ class Energy:
 
     @property
     def cosine(self):
-        """Cosine similarity of ``out`` and ``ref`` flattened over all batches, in [-1, 1]."""
+        """The cosine similarity of ``out`` and ``ref``, each flattened over every value seen
+        (all batches, all rows) into one vector, dot / (|ref| |out|), in [-1, 1]; 1.0 when
+        either is all zero. (``measure.metrics.mean_row_cosine``, the report's logits
+        cosine, is the mean of one cosine per image instead.)"""
         den = math.sqrt(self.signal * self.out_sq)
         return self.dot / den if den > 0 else 1.0

@@ -50,15 +50,28 @@ def accuracy(logits, labels, k):
     return float(np.mean([lab in row for lab, row in zip(labels, topk(logits, k), strict=True)]))
 
 
-def cosine(ref, out):
-    """Mean over rows of the cosine similarity of logits, in [-1, 1]."""
+def mean_row_cosine(ref, out):
+    """The mean over rows (images) of each row's cosine similarity of ``out`` and ``ref``,
+    float in [-1, 1]; a row where either is all zero counts as 1.0. (``diagnose.energy``'s
+    ``Energy.cosine`` is one cosine of all values flattened instead.)
+
+    Args:
+        ref, out: logits (N, K), float.
+    """
     num = (ref * out).sum(1)
     den = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
     return float(np.mean(np.where(den > 0, num / np.maximum(den, 1e-30), 1.0)))
 
 
-def sqnr_db(ref, out):
-    """Signal-to-quantization-noise ratio of ``out`` against ``ref``, dB (None when identical)."""
+def sqnr_db_or_none(ref, out):
+    """The signal-to-quantization-noise ratio of ``out`` against ``ref`` over all their
+    values, 10 log10(sum(ref^2) / sum((ref - out)^2)), dB; None when they are identical (no
+    noise), -inf when ``ref`` is all zero and ``out`` is not. (``diagnose.energy``'s
+    ``Energy.sqnr_db`` gives inf for identical values instead.)
+
+    Args:
+        ref, out: logits (N, K), float.
+    """
     noise = float(((ref - out) ** 2).sum())
     return None if noise == 0 else float(10 * np.log10((ref**2).sum() / noise))
 
@@ -140,8 +153,8 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
         m |= flip_metrics(flips(ref, out, margin), len(ref), margin)
     m |= {
         "max_abs_diff": float(np.abs(ref - out).max()),
-        "cosine": cosine(ref, out),
-        "sqnr_db": sqnr_db(ref, out),
+        "cosine": mean_row_cosine(ref, out),
+        "sqnr_db": sqnr_db_or_none(ref, out),
     }
     if labels is not None:
         m.update(accuracy_metrics(out, labels))

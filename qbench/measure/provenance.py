@@ -19,33 +19,35 @@ from .timing import PROTOCOL
 SOURCE_ROOT = Path(qbench.__file__).resolve().parent.parent  # the folder holding qbench/
 
 
-def definition(prepared):
+def definition(model, data_digest, quant, batch_size, target):
     """The report's ``definition``: model, weights, data, preprocessing, quantization
     config, batch size, target, qbench and TVM versions, and their ``digest``.
 
     Args:
-        prepared: the ``prepared.Prepared`` of the run (its ``opts``, ``model``,
-            ``images``, ``split``, ``target``).
+        model: the ``zoo.LoadedModel`` run.
+        data_digest: sha256 hex of the decoded calibration then evaluation images, in
+            order (``ImageSet.content_digest``).
+        quant: the ``QuantConfig`` as built.
+        batch_size: images per batch (N).
+        target: the TVM target dict.
     Returns:
         dict: ``model`` (name), ``weights_digest`` (sha256 hex of the state dict),
-        ``data_digest`` (sha256 hex of the decoded calibration then evaluation images, in
-        order), ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as a dict:
-        resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
-        ``batch_size`` (images), ``target`` (the TVM target dict), ``qbench`` and ``tvm``
-        (versions), ``timing`` (the timing protocol, ``timing.PROTOCOL``), ``digest``.
+        ``data_digest``, ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as
+        a dict: resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
+        ``batch_size`` (images), ``target``, ``qbench`` and ``tvm`` (versions), ``timing``
+        (the timing protocol, ``timing.PROTOCOL``), ``digest``.
     """
     import tvm
 
-    opts, split, model = prepared.opts, prepared.split, prepared.model
     fields = {
         "model": model.name,
         "weights_digest": model.weights_digest,
-        "data_digest": prepared.images.content_digest(tuple(split.calib) + tuple(split.eval)),
+        "data_digest": data_digest,
         "input_shape": list(model.input_shape),
         "preprocess": asdict(model.preprocess),
-        "quant": opts.quant.to_dict(),
-        "batch_size": opts.batch_size,
-        "target": prepared.target,
+        "quant": quant.to_dict(),
+        "batch_size": batch_size,
+        "target": target,
         "qbench": __version__,
         "tvm": tvm.__version__,
         "timing": PROTOCOL,

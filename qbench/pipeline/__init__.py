@@ -1,11 +1,16 @@
-"""Pipeline: the runs that join the stages. ``qbench run`` is ``engine.run`` over
-``prepare.prepare`` (checks, data, model, calibration, the INT8 rewrite: a ``Prepared``),
-``tune`` and the builds, evaluation, timing and sign-off; ``sweep`` runs it per model and
-target, ``artefacts`` builds without running (``qbench build``). ``options.RunOptions`` is
-what they take.
+"""Pipeline: the runs that join the stages. Takes a ``RunOptions`` (``options``: the run's
+definition, checked once where it is made, by the command line and the Python API alike).
+``qbench run`` is ``engine.run``: ``prepare.prepare`` (data, model, calibration, the INT8
+rewrite: a ``Prepared``, which only this stage reads), ``diagnose`` (with ``--diagnose`` /
+``--accuracy-target``; also ``qbench diagnose``'s entry), ``tune``, the builds and timing on
+one path (``builds``), evaluation, sign-off and the ``RunResult`` (``record``); ``sweep``
+runs it per model and target, ``artefacts`` builds without running (``qbench build``).
 
-Public entry: ``qbench.pipeline.run(RunOptions(...))`` -> ``measure.results.RunResult``.
-"""
+Public entries: ``qbench.pipeline.run(RunOptions(...))`` -> ``report.result.RunResult``;
+``pipeline.diagnose.run_diagnosis(RunOptions(...))``.
+
+May import: core, model, data, calibration, quantize, compile, measure, signoff, report,
+baseline, diagnose (the stages before it; ``tests/test_layering.py``)."""
 
 from .engine import run
 from .options import RunOptions

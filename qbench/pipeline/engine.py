@@ -9,22 +9,24 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import data
-from ..compile import build, targets
 from ..core.progress import stage
 from ..measure import speed, timing
 from ..measure.metrics import accuracy_metrics, compare_logits, latency_stats, per_image
 from ..measure.results import Latency, RunnerResult
-from ..measure.runners import RemoteTVMRunner, TorchRunner, TVMRunner
+from ..measure.runners import TorchRunner
 from ..model import frontend
-from ..signoff.checks import Limits, signoff
-from .prepare import connect_device, graphs, int8_rewrite, prepare, tuning_databases
+from ..signoff.checks import signoff
+from .builds import timed, tvm_runner
+from .diagnose import diagnosed
+from .prepare import connect_device, graphs, prepare, tuning_databases
+from .record import build_report
 from .tune import tune_graphs
 
 log = logging.getLogger(__name__)
 
 
 def run(opts, attachments=None):
-    """Execute the whole job and return its ``results.RunResult`` (``to_json()``: report.json).
+    """Execute the whole job and return its ``report.result.RunResult`` (``to_json()``: report.json).
 
     Args:
         opts: ``RunOptions``.
@@ -33,16 +35,13 @@ def run(opts, attachments=None):
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
-    from ..report.assemble import build_report
-
     started = time.time()
     p = prepare(opts)
     if opts.accuracy_target is not None or opts.diagnose:
-        p = _diagnosed(p, attachments)
-        opts = p.opts
-    if opts.tune_trials:
+        p = diagnosed(p, attachments)
+    if opts.tune:
         with stage("tuning"):
-            fresh = tune_graphs(p, opts.tune_trials, opts.time_budget_min, opts.tune_graphs)
+            fresh = tune_graphs(p, opts.trials, opts.time_budget_min, opts.tune_graphs)
         databases, tuning_info = tuning_databases(opts, p.target, fresh)
         p = replace(p, databases=databases, tuning=tuning_info, device=connect_device(opts))
     p, runners = _build_runners(p)
@@ -52,46 +51,25 @@ def run(opts, attachments=None):
         logits, labels = _evaluate(runners, p.images, indices, model, opts.batch_size)
         st.note = f"{len(indices)} images"
     with stage("timing") as st:
-        measured = _time(runners, p.images, p.split.eval, model, opts)
+        measured = timed(p, runners, p.split.eval)
         st.note = timing.rounds(measured.protocol)
     latency = measured.samples_ms
     keys = [p.images.keys[i] for i in p.split.eval] if p.images.keys else None
-    results = _results(runners, logits, labels, latency, opts.near_tie_margin, keys)
-    timed = speed.speed(latency)
+    results = _results(runners, logits, labels, latency, opts.limits.near_tie_margin, keys)
+    speeds = speed.speed(latency)
     quantized = sum(plan.quantized for plan in p.plans)
     classes = frontend.num_classes(p.imported.mod)
     verdict = signoff(
         results,
-        Limits.of(opts),
+        opts.limits,
         classes,
         model.random_weights,
         quantized,
-        opts.quant.simulate,
-        timed,
+        p.quant.simulate,
+        speeds,
     )
     wall_s = time.time() - started
-    return build_report(p, results, wall_s, timed, verdict, measured.protocol)
-
-
-def _diagnosed(p, attachments):
-    """Diagnose every INT8 layer (``qbench diagnose``'s) and, with ``opts.accuracy_target``,
-    rewrite the INT8 graph with the fallback's layers in FP32. With ``opts.diagnose`` the
-    input histograms of the most sensitive layers ({file name: PNG bytes}) go into
-    ``attachments`` (a dict, or None to drop them). Returns a new ``Prepared`` with
-    ``diagnosis`` (and the fallback's ``opts``, plans and INT8 graph)."""
-    from ..diagnose.run import diagnose_prepared
-
-    opts = p.opts
-    diagnosis, pngs = diagnose_prepared(p, opts.accuracy_target, plots=opts.diagnose)
-    if attachments is not None:
-        attachments.update(pngs)
-    p = replace(p, diagnosis=diagnosis)
-    kept = tuple(diagnosis.get("fallback", {}).get("kept_fp32", ()))
-    if kept:
-        p = replace(p, opts=replace(opts, quant=replace(opts.quant, fallback_layers=kept)))
-        with stage("INT8 rewrite with the fallback") as st:
-            p, st.note = int8_rewrite(p)
-    return p
+    return build_report(p, results, wall_s, speeds, verdict, measured.protocol)
 
 
 def _named(outcomes, keys):
@@ -105,19 +83,13 @@ def _build_runners(p):
     """Build TVM FP32 and TVM INT8. Returns (a new ``Prepared`` whose ``tuning["kernels"]``
     holds {graph name: {schedule source: kernel count}}, the runners: PyTorch FP32 eager,
     TVM FP32, TVM INT8)."""
-    opts, shape, target = p.opts, p.model.input_shape, p.target
-    runners = [TorchRunner(p.model.module, opts.batch_size, shape)]
+    runners = [TorchRunner(p.model.module, p.opts.batch_size, p.model.input_shape)]
     kernels = {}
     for name, mod in graphs(p):
         with stage(f"build {name.upper().replace('_', ' ')}"):
-            built = build.build(mod, target, p.databases, p.device, name)
-        kernels[name] = built.schedule_counts
-        log.info("%s kernels by schedule: %s", name, built.schedule_counts)
-        if p.device is None:
-            device = targets.device_for(target)
-            runners.append(TVMRunner(built.vm, device, opts.batch_size, shape, name))
-        else:
-            runners.append(RemoteTVMRunner(built.vm, p.device, opts.batch_size, shape, name))
+            runner, kernels[name] = tvm_runner(p, mod, name)
+        log.info("%s kernels by schedule: %s", name, kernels[name])
+        runners.append(runner)
     return replace(p, tuning={**p.tuning, "kernels": kernels}), runners
 
 
@@ -135,13 +107,6 @@ def _evaluate(runners, images, indices, model, batch_size):
             labels.append(y)
     logits = {k: np.concatenate(v) for k, v in logits.items()}
     return logits, (np.concatenate(labels) if labels else None)
-
-
-def _time(runners, images, indices, model, opts):
-    """``timing.Timed`` of one full batch per runner: ``opts.repeat`` samples each, ms,
-    paired by round (``timing.Rounds.time``)."""
-    x, _ = next(data.full_batches(images, indices[: opts.batch_size], model, opts.batch_size))
-    return timing.rounds_for(opts.warmup, opts.repeat).time(runners, x)
 
 
 def _results(runners, logits, labels, latency, margin, keys=None):

@@ -1,22 +1,69 @@
-"""``RunOptions``: everything a run takes, as ``qbench run``'s options give it."""
+"""``RunOptions``: the definition of a run, checked once, where it is made.
 
+The command line (``cli.runopts.run_options``) and the Python API make the same value, so a
+bad value gets the same ``UserError`` (exit 2 on the command line) from either, naming the
+flag that sets it, the value and the valid range.
+"""
+
+import math
 import os
 from dataclasses import dataclass, field
 
+from ..core.bounds import Bounds
+from ..core.errors import UserError
+from ..measure.timing import MIN_REPEAT
 from ..quantize import QuantConfig
-from ..signoff.checks import Limits
+from ..signoff.limits import Limits
+
+NUMBERS = {  # field: (flag, valid range); None values pass (not set)
+    "batch_size": ("--batch-size", Bounds(1)),
+    "threads": ("--threads", Bounds(1)),
+    "repeat": ("--repeat", Bounds(MIN_REPEAT)),
+    "warmup": ("--warmup", Bounds(0)),
+    "seed": ("--seed", Bounds(0)),
+    "calib_size": ("--calib-size", Bounds(1)),
+    "eval_size": ("--eval-size", Bounds(1)),
+    "trials": ("--trials", Bounds(1)),
+    "time_budget_min": ("--time-budget", Bounds(0, open_low=True)),
+    "holdout_size": ("--holdout-size", Bounds(0)),
+    "accuracy_target": ("--accuracy-target", Bounds(0, 1)),
+}
+TUNE_GRAPHS = ("fp32", "int8")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """Everything ``qbench run`` takes; see ``qbench run --help`` for each field.
+    """Everything a run takes; ``qbench run --help`` describes each field by its flag.
 
-    The sign-off thresholds (``min_top1_agreement``, ``max_accuracy_drop``, ``min_sqnr_db``
-    in dB, ``min_cosine`` in [-1, 1], ``min_top5_agreement`` a fraction in [0, 1],
-    ``min_int8_speedup`` a factor > 0, ``max_int8_latency_ms`` ms > 0 or None) default
-    to ``signoff.Limits``: 17 dB, 0.99 and 0.90 sit below what ``max`` and ``percentile``
-    calibration measured on efficientnet_lite0 (19.4 dB, 0.995, 94.8 % on 100 sample
-    photos) and above ``kl_divergence`` (14.1 dB, 0.980, 88.4 %); see its docstring.
+    Attributes:
+        model: a registry name, ``FILE.py:FUNCTION`` or ``FILE.pt2``.
+        target: ``llvm``, ``cuda`` or a JSON target dict (``compile.targets``).
+        data: a folder, ``hf:NAME[:SPLIT]``, ``synthetic``, ``embedded``, or None: embedded.
+        weights, input_shape ((C, H, W) ints >= 1), mean, std (per channel, finite; std
+            non-zero): the model's, or None: its own.
+        calib_size, eval_size: images (>= 1), or None: the data's defaults.
+        batch_size: images per batch (N), >= 1.
+        seed: of the calibration/evaluation split, >= 0.
+        threads: CPU threads for TVM and PyTorch, >= 1.
+        warmup, repeat: untimed and timed rounds (``repeat`` >= ``timing.MIN_REPEAT``).
+        limits: the sign-off limits (``signoff.limits.Limits``).
+        policy: the report's record of the ``--policy`` file applied (``policy.applied``),
+            or None.
+        cache_dir, reports_dir: the calibration cache and reports folders.
+        tuning_db: the tuning database root; None: ``tuning.default_root()`` (set here).
+        tune: tune the graphs with MetaSchedule before the builds.
+        trials: mean MetaSchedule trials per kernel when tuning, >= 1.
+        time_budget_min: minutes of tuning (> 0), or None: no limit.
+        tune_graphs: the graphs to tune, a non-empty subset of ``TUNE_GRAPHS``.
+        holdout_size: images beyond calibration and evaluation (the fallback's), >= 0;
+            >= 1 with ``accuracy_target``.
+        accuracy_target: top-1 agreement in [0, 1] the FP32 fallback must reach, or None.
+        diagnose: add a per-layer diagnosis.
+        quant: the ``QuantConfig`` asked for (what was built: ``Prepared.quant``).
+        rpc, rpc_tracker, rpc_key: the remote device that runs the TVM builds, or None.
+        build_only: ``qbench build``: the target need not run here, nothing runs.
+    Raises:
+        UserError: a bad value, named by its flag, with the valid range.
     """
 
     model: str
@@ -32,28 +79,62 @@ class RunOptions:
     seed: int = 0
     threads: int = os.cpu_count() or 1  # as qbench run's --threads
     warmup: int = 3
-    repeat: int = 20
-    min_top1_agreement: float = Limits.min_top1_agreement
-    max_accuracy_drop: float = Limits.max_accuracy_drop
-    min_sqnr_db: float = Limits.min_sqnr_db
-    min_cosine: float = Limits.min_cosine
-    min_top5_agreement: float = Limits.min_top5_agreement
-    min_int8_speedup: float = Limits.min_int8_speedup
-    max_int8_latency_ms: float = Limits.max_int8_latency_ms
-    min_decisive_top1_agreement: float = Limits.min_decisive_top1_agreement
-    near_tie_margin: float = Limits.near_tie_margin
+    repeat: int = MIN_REPEAT
+    limits: Limits = field(default_factory=Limits)
+    policy: dict = None
     cache_dir: str = "calibration"
     reports_dir: str = "reports"
-    tuning_db: str = None  # None: ``tuning.default_root()``
-    tune_trials: int = 0
+    tuning_db: str = None
+    tune: bool = False
+    trials: int = 16
     time_budget_min: float = None
-    tune_graphs: tuple = ("fp32", "int8")
-    holdout_size: int = 0  # images beyond calibration and evaluation (the fallback's)
-    accuracy_target: float = None  # top-1 agreement the FP32 fallback must reach, or None
-    diagnose: bool = False  # a per-layer diagnosis (run --diagnose, qbench diagnose)
+    tune_graphs: tuple = TUNE_GRAPHS
+    holdout_size: int = 0
+    accuracy_target: float = None
+    diagnose: bool = False
     quant: QuantConfig = field(default_factory=QuantConfig)
-    policy: dict = None  # the --policy file applied (``policy.applied``), or None
-    rpc: str = None  # HOST:PORT of the RPC server that runs the TVM builds, or None
-    rpc_tracker: str = None  # HOST:PORT of an RPC tracker whose ``rpc_key`` servers run them
+    rpc: str = None
+    rpc_tracker: str = None
     rpc_key: str = None
-    build_only: bool = False  # qbench build: the target need not run here, nothing runs
+    build_only: bool = False
+
+    def __post_init__(self):
+        for name, (flag, bounds) in NUMBERS.items():
+            value = getattr(self, name)
+            problem = None if value is None else bounds.problem(value)
+            if problem:
+                raise UserError(f"{flag} {value}: {problem}")
+        _check_preprocessing(self.input_shape, self.mean, self.std)
+        _check_choices(self)
+        if self.tuning_db is None:  # the command line's default too
+            from ..compile.tuning import default_root
+
+            object.__setattr__(self, "tuning_db", str(default_root()))
+
+
+def _check_preprocessing(input_shape, mean, std):
+    """Raises UserError: a bad ``--input-shape``, ``--mean`` or ``--std``."""
+    if input_shape is not None and (len(input_shape) != 3 or min(input_shape) < 1):
+        raise UserError(f"--input-shape {input_shape}: C, H and W must be >= 1")
+    for flag, values in (("--mean", mean), ("--std", std)):
+        if values and not all(math.isfinite(v) for v in values):
+            raise UserError(f"{flag} {values}: every value must be a finite number")
+    if std and min(abs(v) for v in std) == 0:
+        raise UserError(f"--std {std}: every value must be non-zero")
+
+
+def _check_choices(opts):
+    """Raises UserError: bad ``--tune-graphs``, ``--data ''`` or a fallback without
+    held-out images."""
+    graphs = tuple(opts.tune_graphs)
+    if not graphs or not set(graphs) <= set(TUNE_GRAPHS):
+        raise UserError(
+            f"--tune-graphs {','.join(map(str, graphs))}: valid: fp32, int8 or fp32,int8"
+        )
+    if opts.data == "":
+        raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
+    if opts.accuracy_target is not None and opts.holdout_size < 1:
+        raise UserError(  # the command line's default is 64; RunOptions' is 0 (no fallback)
+            f"--holdout-size {opts.holdout_size}: must be >= 1 with --accuracy-target (the "
+            "fallback is judged on held-out images; qbench run's default: 64)"
+        )

@@ -16,7 +16,7 @@ from ..core.progress import random_weights_warning, say, stage
 from ..measure.runners import observer_runner
 from ..model import frontend, graph, zoo
 from ..quantize.plan import check_skip_layers, fp32_reasons, make_plans
-from ..quantize.refine import refine
+from ..quantize.refine import calib_images, refine
 from ..quantize.rewrite import rewrite
 from .prepared import Prepared
 
@@ -31,13 +31,6 @@ def prepare(opts):
     Raises:
         UserError: bad input, detected before any slow step where possible.
     """
-    if opts.accuracy_target is not None and opts.holdout_size < 1:
-        raise UserError(  # the command line's default is 64; RunOptions' is 0 (no fallback)
-            f"accuracy_target {opts.accuracy_target}: the fallback is judged on held-out "
-            f"images; holdout_size {opts.holdout_size} must be >= 1 (qbench run: 64)"
-        )
-    if opts.tuning_db is None:  # the API's default is the CLI's
-        opts = replace(opts, tuning_db=str(tuning.default_root()))
     check_writable(opts.cache_dir, "--cache-dir")
     check_writable(opts.reports_dir, "--reports-dir")
     check_writable(opts.tuning_db, "--tuning-db")
@@ -94,7 +87,7 @@ def prepare(opts):
         st.note = "cache hit" if cal["cache_hit"] else miss
     log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
     with stage("INT8 rewrite") as st:
-        p, st.note = int8_rewrite(replace(p, ranges=ranges, calibration=cal))
+        p, st.note = int8_rewrite(replace(p, ranges=ranges, calibration=cal), opts.quant)
     _warn_about_kernels(p)
     return p
 
@@ -111,7 +104,7 @@ def connect_device(opts):
     remote = parse_remote(opts.rpc, opts.rpc_tracker, opts.rpc_key)
     if remote is None:
         return None
-    if opts.tune_trials:
+    if opts.tune:
         tuning_remote(opts)
     unsupported = {
         "--accuracy-target": opts.accuracy_target is not None,
@@ -151,15 +144,20 @@ def _warn_about_kernels(p):
         )
 
 
-def int8_rewrite(p):
-    """Plan every layer with ``p.opts.quant``, refine the plans (``refine``: GPTQ rounding,
-    bias correction), rewrite the INT8 graph and describe its kernels. Returns (a new
-    ``Prepared`` with ``plans``, ``int8_mod``, ``int8_kernels``, ``calibration``'s
-    ``weight_rounding`` and ``bias_correction``, and ``opts.quant`` as applied: nearest
-    rounding and no bias correction where ``refine`` had to skip them; a note for the stage
-    line)."""
-    quant = p.opts.quant
-    plans, refined = refine(p, make_plans(p.layers, p.ranges, quant))
+def int8_rewrite(p, quant):
+    """Plan every layer with ``quant`` (a ``QuantConfig``), refine the plans (``refine``:
+    GPTQ rounding, bias correction), rewrite the INT8 graph and describe its kernels.
+    Returns (a new ``Prepared`` with ``plans``, ``int8_mod``, ``int8_kernels``,
+    ``calibration``'s ``weight_rounding`` and ``bias_correction``, and ``quant`` as built:
+    nearest rounding and no bias correction where ``refine`` had to skip them; a note for
+    the stage line)."""
+    opts = p.opts
+
+    def calib_x():
+        return calib_images(p.images, p.split.calib, p.model.preprocess)
+
+    plans = make_plans(p.layers, p.ranges, quant)
+    plans, refined = refine(plans, p.layers, quant, p.model, opts.batch_size, calib_x)
     int8_mod = rewrite(p.imported.mod, plans, quant.simulate)
     calibration = {**p.calibration, **refined}
     applied = replace(  # what was built, for the report's config and definition
@@ -169,8 +167,7 @@ def int8_rewrite(p):
         else "nearest",
         bias_correction=refined["bias_correction"].startswith("on"),
     )
-    p = replace(p, opts=replace(p.opts, quant=applied))
-    p = replace(p, plans=plans, int8_mod=int8_mod, calibration=calibration)
+    p = replace(p, quant=applied, plans=plans, int8_mod=int8_mod, calibration=calibration)
     p = replace(p, int8_kernels=_int8_kernels_info(p, quant.simulate))
     return p, f"{sum(plan.quantized for plan in plans)} of {len(p.layers)} layers in INT8"
 
@@ -264,7 +261,9 @@ def _calibrate(p):
     batches = data.full_batches(images, split.calib, model, opts.batch_size)
     total = -(-len(split.calib) // opts.batch_size)
     observer = observer_runner(mod, target, model.input_shape, opts.batch_size, databases)
-    ranges = calibrate_module(observer, mod, layers, batches, q, total)
+    ranges = calibrate_module(
+        observer, mod, layers, batches, q.calib_mode, q.collector_params(), total
+    )
     info["seconds"] = round(time.time() - t0, 2)
     save_cached(
         opts.cache_dir,

@@ -56,7 +56,7 @@ class Cell:
             sign-off's speed-up; > 1: INT8 is faster).
         calibration_cache_hit: the calibration came from the shared cache.
         shown: False when a PASS is not shown (a check's 95 % interval reaches below its
-            limit: ``results.Verdict.unshown``); None for an ERROR.
+            limit: ``verdict.Verdict.unshown``); None for an ERROR.
         device: the device that ran the cell's TVM builds (``host``, or the remote device
             in words: key, server, triple, CPU).
         started: when the cell started (UTC, ISO 8601) and ``wall_s`` its wall time, s
@@ -275,7 +275,7 @@ def _failed(opts, error, code):
 
 
 def _with_metrics(cell, report):
-    """``cell`` with the summary's figures read from its run's ``results.RunResult``."""
+    """``cell`` with the summary's figures read from its run's ``report.result.RunResult``."""
     res = report.results
     ref, int8 = res["pytorch_fp32"].metrics, res["tvm_int8"].metrics
     cell.top1_agreement = int8.get("top1_agreement")

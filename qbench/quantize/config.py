@@ -3,6 +3,8 @@
 from dataclasses import asdict, dataclass, field
 
 from ..calibration import MODES
+from ..core.bounds import Bounds
+from ..core.errors import UserError
 
 CONFIG_VERSION = 2  # 2: weight_rounding, GPTQ and no bias correction by default
 WEIGHT_ROUNDINGS = ("gptq", "nearest")
@@ -13,21 +15,18 @@ class QuantConfig:
     """How to quantize a model.
 
     Attributes:
-        calib_mode: one of ``calibration.MODES``. ``percentile`` by default: on
-            efficientnet_lite0 (32 calibration, 218 evaluation photos of
-            ``../shared/data/imagenet-sample``) it and ``max`` gave INT8 logits SQNR 19.6 dB
-            and top-1 agreement 96.3 % and 96.8 % (one image apart), ``kl_divergence`` 14.1 dB
-            and 95.9 % (its entropy threshold clips the ReLU6 tails of the last blocks; see
-            ``calibration.collectors.KLCollector``); on 718 photos percentile led max,
-            97.9 % to 97.6 %, and unlike ``max`` one outlier image cannot set its range.
+        calib_mode: how activation ranges are calibrated, one of ``calibration.MODES``.
+            ``percentile`` by default: as accurate as ``max`` on the sample photos, and one
+            outlier image cannot set its range (measured: docs/measurements.md, "Quantization
+            defaults").
         percentile: for ``percentile``, the |x| percentile in (0, 100].
         global_scale: for ``global_scale``, the clip range [-s, s], s > 0.
         per_channel: per-output-channel symmetric int8 weight scales (else per-tensor).
         skip_layers: layer indices (int) or source names (str) kept in FP32.
         fallback_layers: source names kept in FP32 by the ``--accuracy-target`` fallback.
-        skip_first: keep the first conv2d in FP32 (Relay's default). Off by default: on
-            efficientnet_lite0 (100 sample photos) quantizing it cost 0.17 dB of logit SQNR and
-            no top-1 agreement, and in FP32 it was 8.4 of resnet18's 12.2 ms INT8 batch-1 latency.
+        skip_first: keep the first conv2d in FP32 (Relay's default). Off by default:
+            quantizing it costs little accuracy, and in FP32 it is much of an INT8 build's
+            latency (measured: docs/measurements.md, "Quantization defaults").
         simulate: build the fake-quantized FP32 graph (quantize then dequantize) instead
             of integer conv2d/matmul.
         weight_rounding: ``gptq`` (the default) rounds each layer's int8 weights for the
@@ -35,10 +34,8 @@ class QuantConfig:
             rounds each weight to its nearest step.
         bias_correction: add to each INT8 layer's output the per-channel mean shift that
             quantization gives it on the calibration images (``quantize.bias``). Off by
-            default since GPTQ: measured on efficientnet_lite0 (32 calibration, 218
-            evaluation sample photos, percentile; see docs/quantization.md), nearest
-            rounding gave 19.6 dB of logits SQNR, with bias correction 23.5 dB, GPTQ
-            25.2 dB, GPTQ with bias correction 24.8 dB.
+            default: after GPTQ it no longer helps (measured: docs/measurements.md,
+            "Quantization defaults").
         reduce_range: 7-bit weights, in [-63, 63] (FBGEMM's ``reduce_range`` trades a bit
             of weight precision for its AVX2 kernel): off by default. On an AVX2 CPU
             without VNNI, layers whose weights fit 7 bits run on ``vpmaddubsw``, whose
@@ -66,13 +63,21 @@ class QuantConfig:
     version: int = CONFIG_VERSION
 
     def __post_init__(self):
+        """Raises UserError: a value no run takes, named by its flag, with the valid ones."""
         if self.calib_mode not in MODES:
-            raise ValueError(f"calib_mode {self.calib_mode!r}: unknown; valid: {', '.join(MODES)}")
+            raise UserError(f"--calib-mode {self.calib_mode}: unknown; valid: {', '.join(MODES)}")
         if self.weight_rounding not in WEIGHT_ROUNDINGS:
-            raise ValueError(
-                f"weight_rounding {self.weight_rounding!r}: unknown; valid: "
+            raise UserError(
+                f"--weight-rounding {self.weight_rounding}: unknown; valid: "
                 + ", ".join(WEIGHT_ROUNDINGS)
             )
+        for flag, value, bounds in (
+            ("--percentile", self.percentile, Bounds(0, 100, open_low=True)),
+            ("--global-scale", self.global_scale, Bounds(0, open_low=True)),
+        ):
+            problem = bounds.problem(value)
+            if problem:
+                raise UserError(f"{flag} {value}: {problem}")
 
     def collector_params(self):
         """Keyword arguments for ``make_collector`` of this mode."""

@@ -11,26 +11,31 @@ from ..core.progress import say
 CALIB_IMAGES = 64  # calibration images the refinements measure on, in one batch
 
 
-def refine(p, plans):
-    """(plans, info): ``plans`` refined as ``p.opts.quant`` asks, and the report's
+def refine(plans, layers, quant, model, batch_size, calib_x):
+    """(plans, info): ``plans`` refined as ``quant`` asks, and the report's
     ``{"weight_rounding": ..., "bias_correction": ...}`` (``"gptq (32 images)"``,
     ``"on (32 images)"``, ``"nearest"``, ``"off"``, or why a step was skipped).
 
     Args:
-        p: the ``prepared.Prepared`` run (model, layers, images, calibration split).
         plans: ``quantize.rewrite.LayerPlan`` list from ``quantize.plan.make_plans``.
+        layers: the ``graph.Layer`` list the plans stand for, in graph order.
+        quant: the ``QuantConfig`` asked for.
+        model: the ``zoo.LoadedModel`` (its PyTorch module and (C, H, W) input shape).
+        batch_size: images per batch of the run (N).
+        calib_x: a zero-argument callable giving the calibration images the refinements
+            measure on (``calib_images``); called only when a refinement runs.
     """
     from .bias import bias_shifts, corrected
     from .fakequant import check_modules, fake_layers
     from .gptq import gptq_weights
 
-    quant, module, layers = p.opts.quant, p.model.module, p.layers
+    module = model.module
     info = {"weight_rounding": quant.weight_rounding, "bias_correction": "off"}
     if quant.weight_rounding == "nearest" and not quant.bias_correction:
         return plans, info
     try:
         reasons = [plan.reason for plan in plans]
-        check_modules(module, layers, reasons, p.model.input_shape, p.opts.batch_size)
+        check_modules(module, layers, reasons, model.input_shape, batch_size)
         fakes = fake_layers(module, layers, plans)
     except UserError as e:
         say(f"WARNING: GPTQ rounding and bias correction skipped (nearest rounding kept): {e}")
@@ -40,7 +45,7 @@ def refine(p, plans):
         if quant.bias_correction:
             info["bias_correction"] = skipped
         return plans, info
-    x = calib_images(p)
+    x = calib_x()
     if quant.weight_rounding == "gptq":
         try:
             plans, rounded = gptq_weights(module, fakes, layers, plans, x)
@@ -55,11 +60,12 @@ def refine(p, plans):
     return plans, info
 
 
-def calib_images(p):
-    """The first ``CALIB_IMAGES`` calibration images of a ``Prepared``, preprocessed, in one
-    float32 tensor (N, C, H, W): what the refinements measure on."""
+def calib_images(images, indices, preprocess):
+    """The first ``CALIB_IMAGES`` of ``indices`` (calibration images) of the image source
+    ``images``, preprocessed (``zoo.Preprocess``), in one float32 tensor (N, C, H, W): what
+    the refinements measure on."""
     import torch
 
-    indices = p.split.calib[:CALIB_IMAGES]
-    (x, _), *_ = data.batches(p.images, indices, p.model.preprocess, len(indices))
+    indices = indices[:CALIB_IMAGES]
+    (x, _), *_ = data.batches(images, indices, preprocess, len(indices))
     return torch.from_numpy(x)

@@ -67,129 +67,200 @@ def rewrite(mod, plans, simulate=False):
     Raises:
         ValueError: the number of plans differs from the number of quantizable layers.
     """
-    from tvm import relax
+    out = _Rewriter(mod, plans, simulate).rewritten()
+    return out if simulate else requantize.fold(out)
+
+
+class _Rewriter:
+    """The rewrite of one module's calls, in graph order.
+
+    Attributes:
+        mod: the ``tvm.IRModule`` rewritten (left unchanged).
+        plans: the ``LayerPlan``s, one per quantizable layer.
+        simulate: emit fake-quantized FP32 layers instead of integer ones.
+        residual_layer: {residual add call of ``mod``: index of the layer whose output is
+            its second input} (``graph.ResidualOutput``).
+        pool_reader: {global pool's mean call of ``mod``: index of the layer that reads it}
+            (``graph.GlobalPool``).
+        index: the index of the next quantizable layer's plan.
+        mutator: the ``PyExprMutator`` walking the module, whose calls come here.
+        uint8: the ``_Uint8Tensors`` emitted so far.
+    """
+
+    def __init__(self, mod, plans, simulate):
+        self.mod, self.plans, self.simulate = mod, plans, simulate
+        self.residual_layer = {r.add: r.layer for r in residual_outputs(mod)}
+        self.pool_reader = {p.mean: p.layer for p in global_pools(mod) if p.layer is not None}
+        self.index = 0
+        self.mutator = _call_mutator(mod, self.call)
+        self.uint8 = _Uint8Tensors(self.mutator.builder_)
+
+    def rewritten(self):
+        """A new ``tvm.IRModule``: ``mod`` with its Relax functions rewritten."""
+        from tvm import relax
+
+        builder = self.mutator.builder_
+        for gvar, func in self.mod.functions_items():
+            if isinstance(func, relax.Function):
+                builder.update_func(gvar, self.mutator.visit_expr(func))
+        if self.index != len(self.plans):
+            n = len(self.plans)
+            raise ValueError(f"rewrite: {n} plans for {self.index} quantizable layers")
+        return builder.get()
+
+    def call(self, original, call):
+        """The rewrite of ``call``, a call of ``mod`` (``original``) with its arguments
+        rewritten already."""
+        if same_shape_add(call):
+            return self.residual(call, self.residual_layer.get(original))
+        reader = self.pool_reader.get(original)
+        if reader is not None:
+            return self.pool(call, self.plans[reader])
+        kind = quantizable_call(call)
+        return call if kind is None else self.layer(call, kind)
+
+    def layer(self, call, kind):
+        """The quantizable layer ``call`` (``kind``: ``"conv2d"`` or ``"matmul"``) as the
+        next plan says: FP32 as it is, integer, or fake-quantized with ``simulate``."""
+        plan = self.plans[self.index]
+        self.index += 1
+        if not plan.quantized:
+            return call
+        emit_layer = _simulated if self.simulate else _integer
+        return emit_layer(self.uint8.emit, call, kind, plan, self.uint8.quantize)
+
+    def pool(self, call, plan):
+        """A global average pool (``call``, a mean) that the layer of ``plan`` reads: when that
+        layer is quantized with the pool's input parameters (``plan.pool``), the mean reads
+        its input quantized with them, dequantized (``requantize.fold`` makes it an integer
+        pool); else ``call`` as it is."""
+        from tvm import relax
+
+        if not plan.quantized or plan.pool is None:
+            return call
+        pooled = self.uint8.cached(call.args[0], plan.pool, 1)
+        pooled = self.uint8.emit(_dequantize(pooled, plan.pool, 1))
+        return relax.Call(call.op, [pooled], call.attrs)
+
+    def residual(self, call, layer):
+        """A residual add whose inputs quantized layers read already: it reads their
+        uint8 tensors, dequantized, so no FP32 copy of them need be kept. Its second
+        input, when it is the residual output of ``layer`` (an index, or None) and that
+        layer's plan gives the output's parameters, is quantized with them and read
+        dequantized (both convs then requantize in integer)."""
+        from tvm.relax import op
+
+        twins = [self.uint8.twins.get(arg) for arg in call.args]
+        output = None if layer is None else self.plans[layer].output
+        if twins[1] is None and output is not None:
+            twins[1] = (self.uint8.cached(call.args[1], output, 1), output)
+        if not any(twins):
+            return call
+        args = [
+            arg if twin is None else self.uint8.emit(_dequantize(twin[0], twin[1], 1))
+            for arg, twin in zip(call.args, twins, strict=True)
+        ]
+        return op.add(*args)
+
+
+def _call_mutator(mod, rewrite_call):
+    """A ``PyExprMutator`` over ``mod`` that rewrites each call's arguments, then returns
+    ``rewrite_call(call, call with its arguments rewritten)`` in its place."""
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     @mutator
-    class _Rewriter(PyExprMutator):
-        def __init__(self, module):
-            super().__init__(module)
-            self.index = 0
-            self.quantized = {}  # (tensor, scale, zero_point, axis) -> its uint8 var
-            self.twins = {}  # FP32 var -> (its uint8 var, ActivationParams): a conv input
-
+    class _CallMutator(PyExprMutator):
         def visit_call_(self, call):
-            layer, reader = residual_layer.get(call), pool_reader.get(call)
-            call = self.visit_expr_post_order(call)
-            if same_shape_add(call):
-                return self.residual(call, layer)
-            if reader is not None and plans[reader].quantized and plans[reader].pool:
-                pooled = self.cached(call.args[0], plans[reader].pool, 1)
-                pooled = self.builder_.emit(_dequantize(pooled, plans[reader].pool, 1))
-                return relax.Call(call.op, [pooled], call.attrs)
-            kind = quantizable_call(call)
-            if kind is None:
-                return call
-            plan = plans[self.index]
-            self.index += 1
-            if not plan.quantized:
-                return call
-            if simulate:
-                return _simulated(self.builder_.emit, call, kind, plan, self.quantize)
-            return _integer(self.builder_.emit, call, kind, plan, self.quantize)
+            return rewrite_call(call, self.visit_expr_post_order(call))
 
-        def quantize(self, x, act, axis):
-            """The one uint8 var of FP32 ``x``, the tensor a layer reads, with ``act``'s
-            parameters (a residual add may read it in place of ``x``)."""
-            x_q = self.cached(x, act, axis)
-            if axis == 1:
-                self.twins.setdefault(x, (x_q, act))
-            return x_q
+    return _CallMutator(mod)
 
-        def cached(self, x, act, axis):
-            """``x`` quantized with ``act``'s parameters, emitted once. Only the tensor a
-            layer reads gets a twin: a max pool's input quantized with its output's
-            parameters clips the input's negative values (a tester's find)."""
-            key = (x, act.scale, act.zero_point, axis)
-            if key not in self.quantized:
-                self.quantized[key] = self.quantized_value(x, act, axis)
-            return self.quantized[key]
 
-        def quantized_value(self, x, act, axis):
-            """Emit ``x`` quantized. Three ops commute with the quantize, exactly, and are
-            run on the uint8 tensor, so the layers before them can requantize to uint8 in
-            integer: a zero padding (efficientnet's "same" convs pad in forward; 0 is the
-            zero point on the grid), a max pooling (resnet's stem; rounding and clamping
-            are monotone, and a window never holds padding only) and a concat along the
-            channels (each part quantized with the concat's parameters)."""
-            value = self.bound_value(x) if axis == 1 else None
-            if _zero_padding(value) is not None:
-                inner = self.cached(value.args[0], act, axis)
-                width = [int(w) for w in value.attrs.pad_width]
-                return self.builder_.emit(_pad(inner, width, act.zero_point))
-            if _max_pool(value):
-                inner = self.cached(value.args[0], act, axis)
-                return self.builder_.emit(relax.Call(value.op, [inner], value.attrs))
-            parts = self.channel_concat(value)
-            if parts:
-                parts = [self.cached(part, act, axis) for part in parts]
-                return self.builder_.emit(relax.op.concat(parts, axis=1))
-            return _quantize(self.builder_.emit, x, act, axis)
+class _Uint8Tensors:
+    """The uint8 tensors a rewrite emits, each once, with ``builder`` (the mutator's
+    ``relax.BlockBuilder``).
 
-        def channel_concat(self, value):
-            """The tensors ``value`` concatenates along the channels of (N, C, H, W), else
-            None."""
-            if name(value) != "relax.concat" or value.ty.dtype != "float32":
-                return None
-            if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1:
-                return None
-            fields = value.args[0]
-            if isinstance(fields, relax.Var):
-                fields = self.lookup_binding(fields)
-            return list(fields.fields) if isinstance(fields, relax.Tuple) else None
+    Attributes:
+        quantized: {(FP32 Relax expr, scale, zero point, axis): its uint8 var}.
+        twins: {FP32 var a layer reads: (its uint8 var, ``ActivationParams``)}, the uint8
+            tensor a residual add may read in its place.
+    """
 
-        def bound_value(self, x):
-            """The value bound to var ``x``, through a field of a tuple built in the graph
-            (the importer returns a max pooling as (values, indices)[0])."""
-            from tvm import relax
+    def __init__(self, builder):
+        self.builder = builder
+        self.quantized = {}
+        self.twins = {}
 
-            value = self.lookup_binding(x) if isinstance(x, relax.Var) else None
-            if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
-                fields = self.lookup_binding(value.tuple_value)
-                if isinstance(fields, relax.Tuple):
-                    return self.bound_value(fields.fields[value.index])
-            return value
+    def emit(self, expr):
+        """Bind ``expr`` in the function being built; returns its var."""
+        return self.builder.emit(expr)
 
-        def residual(self, call, layer):
-            """A residual add whose inputs quantized layers read already: it reads their
-            uint8 tensors, dequantized, so no FP32 copy of them need be kept. Its second
-            input, when it is the residual output of ``layer`` (an index, or None) and that
-            layer's plan gives the output's parameters, is quantized with them and read
-            dequantized (both convs then requantize in integer)."""
-            from tvm.relax import op
+    def quantize(self, x, act, axis):
+        """The one uint8 var of FP32 ``x``, the tensor a layer reads, with ``act``'s
+        parameters (a residual add may read it in place of ``x``). ``axis``: the channel
+        axis, 1 for a conv's (N, C, H, W) input, -1 for a matmul's."""
+        x_q = self.cached(x, act, axis)
+        if axis == 1:
+            self.twins.setdefault(x, (x_q, act))
+        return x_q
 
-            twins = [self.twins.get(arg) for arg in call.args]
-            output = None if layer is None else plans[layer].output
-            if twins[1] is None and output is not None:
-                twins[1] = (self.cached(call.args[1], output, 1), output)
-            if not any(twins):
-                return call
-            args = [
-                arg if twin is None else self.builder_.emit(_dequantize(twin[0], twin[1], 1))
-                for arg, twin in zip(call.args, twins, strict=True)
-            ]
-            return op.add(*args)
+    def cached(self, x, act, axis):
+        """``x`` quantized with ``act``'s parameters, emitted once. Only the tensor a
+        layer reads gets a twin: a max pool's input quantized with its output's
+        parameters clips the input's negative values (a tester's find)."""
+        key = (x, act.scale, act.zero_point, axis)
+        if key not in self.quantized:
+            self.quantized[key] = self._emit_quantized(x, act, axis)
+        return self.quantized[key]
 
-    residual_layer = {r.add: r.layer for r in residual_outputs(mod)}
-    pool_reader = {p.mean: p.layer for p in global_pools(mod) if p.layer is not None}
-    rewriter = _Rewriter(mod)
-    for gvar, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
-    if rewriter.index != len(plans):
-        raise ValueError(f"rewrite: {len(plans)} plans for {rewriter.index} quantizable layers")
-    out = rewriter.builder_.get()
-    return out if simulate else requantize.fold(out)
+    def _emit_quantized(self, x, act, axis):
+        """Emit ``x`` quantized. Three ops commute with the quantize, exactly, and are
+        run on the uint8 tensor, so the layers before them can requantize to uint8 in
+        integer: a zero padding (efficientnet's "same" convs pad in forward; 0 is the
+        zero point on the grid), a max pooling (resnet's stem; rounding and clamping
+        are monotone, and a window never holds padding only) and a concat along the
+        channels (each part quantized with the concat's parameters)."""
+        from tvm import relax
+
+        value = self._bound_value(x) if axis == 1 else None
+        if _zero_padding(value) is not None:
+            inner = self.cached(value.args[0], act, axis)
+            width = [int(w) for w in value.attrs.pad_width]
+            return self.emit(_pad(inner, width, act.zero_point))
+        if _max_pool(value):
+            inner = self.cached(value.args[0], act, axis)
+            return self.emit(relax.Call(value.op, [inner], value.attrs))
+        parts = self._channel_concat(value)
+        if parts:
+            parts = [self.cached(part, act, axis) for part in parts]
+            return self.emit(relax.op.concat(parts, axis=1))
+        return _quantize(self.emit, x, act, axis)
+
+    def _channel_concat(self, value):
+        """The tensors ``value`` concatenates along the channels of (N, C, H, W), else
+        None."""
+        from tvm import relax
+
+        if name(value) != "relax.concat" or value.ty.dtype != "float32":
+            return None
+        if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1:
+            return None
+        fields = value.args[0]
+        if isinstance(fields, relax.Var):
+            fields = self.builder.lookup_binding(fields)
+        return list(fields.fields) if isinstance(fields, relax.Tuple) else None
+
+    def _bound_value(self, x):
+        """The value bound to var ``x``, through a field of a tuple built in the graph
+        (the importer returns a max pooling as (values, indices)[0])."""
+        from tvm import relax
+
+        value = self.builder.lookup_binding(x) if isinstance(x, relax.Var) else None
+        if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
+            fields = self.builder.lookup_binding(value.tuple_value)
+            if isinstance(fields, relax.Tuple):
+                return self._bound_value(fields.fields[value.index])
+        return value
 
 
 def _const(array, dtype):

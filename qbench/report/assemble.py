@@ -1,15 +1,14 @@
-"""The report of a run: a ``results.RunResult`` assembled from the prepared run, the
-runners' results, the speed statistics, the sign-off verdict and the environment."""
+"""The parts of a run's report that the report stage derives: the environment, the
+precision in words, the layer table and the graph's op counts (``pipeline.record`` joins
+them with the results into a ``RunResult``)."""
 
-import datetime as dt
 import math
 import platform
 import re
 from pathlib import Path
 
 from .. import __version__
-from ..measure.provenance import definition, qbench_commit
-from ..measure.results import DataInfo, ModelInfo, RunResult
+from ..measure.provenance import qbench_commit
 from ..model.graph import op_counts
 
 
@@ -39,66 +38,7 @@ def cpu_name():
         return platform.processor() or "unknown"
 
 
-def build_report(prepared, results, wall_s, speed, verdict, timing):
-    """The run's ``results.RunResult`` from its ``prepared.Prepared`` (built: its tuning has
-    ``kernels``; see ``pipeline.run``), its ``RunnerResult``s, wall time (s), ``Speed`` (or
-    None), sign-off ``Verdict`` and the timing's record (``timing.record``: the report's
-    ``environment["timing"]``)."""
-    opts, model, images, split = prepared.opts, prepared.model, prepared.images, prepared.split
-    config = {k: v for k, v in vars(opts).items() if k not in ("quant", "policy")}
-    config["quant"] = opts.quant.to_dict()
-    return RunResult(
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        environment={
-            **environment(prepared.target, opts.threads),
-            "timing": timing,
-            "remote": _remote(prepared.device, opts),
-        },
-        definition=definition(prepared),
-        model=ModelInfo(
-            name=model.name,
-            weights=model.weights,
-            random_weights=model.random_weights,
-            input_shape=list(model.input_shape),
-            aten_ops=prepared.imported.aten_ops,
-        ),
-        data=DataInfo(
-            source=images.name,
-            synthetic=images.synthetic,
-            labelled=images.labels is not None,
-            calib_size=len(split.calib),
-            eval_size=len(split.eval),
-            seed=opts.seed,
-        ),
-        config=config,
-        policy=opts.policy,
-        precision=_precision(opts.quant),
-        calibration=prepared.calibration,
-        tuning=prepared.tuning,
-        layers=_layers(prepared),
-        graph=_graph(prepared.imported.mod, prepared.int8_mod),
-        int8_kernels=prepared.int8_kernels,
-        results=results,
-        diagnosis=prepared.diagnosis,
-        wall_time_s=round(wall_s, 2),
-        speed=speed,
-        signoff=verdict,
-    )
-
-
-def _remote(device, opts):
-    """The report's record of the remote device that ran the TVM builds, or None."""
-    if device is None:
-        return None
-    return {
-        "rpc": opts.rpc,
-        "tracker": opts.rpc_tracker,
-        "key": opts.rpc_key,
-        "device": device.name,
-    }
-
-
-def _precision(quant):
+def precision(quant):
     """The report's words for the INT8 graph's arithmetic (``precision``) under ``quant``
     (``QuantConfig``)."""
     if quant.simulate:
@@ -116,9 +56,11 @@ def _precision(quant):
         "kernels); elsewhere rescaled to float32",
         "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
         "kernels), a residual add reading its inputs' uint8 tensors (a downsample conv's "
-        "output requantized to its own calibrated uint8), zero padding and max pooling on "
-        "uint8; float32 after the others (average pool, concat, the logits), quantized at "
-        "the next layer",
+        "output requantized to its own calibrated uint8), zero padding, max pooling and "
+        "channel concats read by an INT8 conv or pool on uint8, a global average pool that "
+        "only one INT8 layer reads in integer (int32 sum, one float32 multiplier to that "
+        "layer's uint8); float32 after the others (average pools of windows, other global "
+        "pools and concats, the logits), quantized at the next layer",
     }
 
 
@@ -128,14 +70,15 @@ def _weight_words(quant):
     return "int8"
 
 
-def _unaccounted_rows(prepared):
+def _unaccounted_rows(unaccounted, module):
     """Layer-table rows of the model's Conv2d/Linear calls that no graph layer stands for
-    (``Prepared.unaccounted``): FP32, with the reason."""
+    (``graph.unaccounted_calls``: (module path, calls) pairs of the PyTorch ``module``):
+    FP32, with the reason."""
     import torch
 
     rows = []
-    for path, n in prepared.unaccounted:
-        sub = _submodule(prepared.model.module, path)
+    for path, n in unaccounted:
+        sub = _submodule(module, path)
         linear = isinstance(sub, torch.nn.Linear)
         rows.append(
             {
@@ -163,10 +106,14 @@ def _submodule(module, path):
         return None
 
 
-def _layers(prepared):
+def layer_rows(layers, plans, ranges, quant, unaccounted, module):
+    """The report's layer table: one row per ``graph.Layer`` of ``layers`` with its
+    ``LayerPlan`` (``plans``, same order), calibrated ``ranges`` ({layer name:
+    ``calibration.Range``}) and the ``QuantConfig`` as built (``quant``), then a row per
+    Conv2d/Linear call of ``module`` no layer stands for (``unaccounted``)."""
     rows = []
-    for layer, plan in zip(prepared.layers, prepared.plans, strict=True):
-        r = prepared.ranges.get(layer.name)
+    for layer, plan in zip(layers, plans, strict=True):
+        r = ranges.get(layer.name)
         row = {
             "index": layer.index,
             "name": layer.name,
@@ -180,10 +127,10 @@ def _layers(prepared):
         }
         if plan.quantized:
             sqnr = [s for s in plan.weight.sqnr_db.tolist() if math.isfinite(s)]
-            weights = _weight_words(prepared.opts.quant)
+            weights = _weight_words(quant)
             row.update(
                 dtype=f"float32 (simulated uint8 x {weights})"
-                if prepared.opts.quant.simulate
+                if quant.simulate
                 else f"uint8 x {weights} -> int32",
                 act_scale=plan.act.scale,
                 act_zero_point=plan.act.zero_point,
@@ -196,10 +143,12 @@ def _layers(prepared):
         else:
             row.update(dtype="float32", collapsed_channels=[])
         rows.append(row)
-    return rows + _unaccounted_rows(prepared)
+    return rows + _unaccounted_rows(unaccounted, module)
 
 
-def _graph(fp32_mod, int8_mod):
+def graph_ops(fp32_mod, int8_mod):
+    """The report's ``graph``: op counts of the FP32 and INT8 Relax modules and the ops the
+    INT8 rewrite added."""
     before, after = op_counts(fp32_mod), op_counts(int8_mod)
     added = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)}
     return {

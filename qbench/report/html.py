@@ -55,7 +55,7 @@ def render_html(report, attachments=None):
     """The whole page, str (UTF-8 text; every report value is HTML-escaped).
 
     Args:
-        report: a ``results.RunResult``.
+        report: a ``result.RunResult``.
         attachments: {file name: bytes} written beside it; the diagnosis' PNGs among them
             are embedded (base64 ``data:`` images), so the page stays self-contained.
     """
@@ -93,7 +93,7 @@ def render_html(report, attachments=None):
 
 
 def verdict_block(signoff):
-    """The verdict (a ``results.Verdict``), large, in green (PASS), amber (PASS, NOT SHOWN:
+    """The verdict (a ``verdict.Verdict``), large, in green (PASS), amber (PASS, NOT SHOWN:
     a check whose interval does not show its limit) or red (FAIL), with each
     failed check's value and limit (``tables.check_value_and_limit``)."""
     verdict, failed = signoff.verdict, signoff.failed

@@ -234,7 +234,7 @@ def check_value_and_limit(check):
     shows its ``detail``.
 
     Args:
-        check: a ``results.Check``.
+        check: a ``verdict.Check``.
     Returns:
         (value text, limit text), e.g. ``("96.43 %", ">= 97.00 %")``.
     """
@@ -263,7 +263,7 @@ def check_value_and_limit(check):
 
 
 def signoff_table(verdict, fmt):
-    """One row per sign-off check of ``verdict`` (a ``results.Verdict``): value and limit in
+    """One row per sign-off check of ``verdict`` (a ``verdict.Verdict``): value and limit in
     the same unit, ok, FAIL or n/a (not applicable)."""
     rows = []
     for c in verdict.checks:

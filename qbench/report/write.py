@@ -10,7 +10,7 @@ from .markdown import render_markdown
 
 
 def write_reports(report, root="reports", attachments=None):
-    """Write ``report.json`` (``report.to_json()``; ``report`` is a ``results.RunResult``),
+    """Write ``report.json`` (``report.to_json()``; ``report`` is a ``result.RunResult``),
     ``report.md``, ``report.html`` (``html.render_html``) and the
     ``attachments`` ({file name: bytes}, e.g. the diagnosis' PNGs, which report.html
     embeds) into a new timestamped folder, all at once; return the folder."""

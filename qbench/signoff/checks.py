@@ -1,87 +1,10 @@
 """The sign-off verdict: PASS only when every applicable check holds."""
 
-import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
 from ..measure.intervals import CONFIDENCE, clopper_pearson, images_needed
-from ..measure.metrics import NEAR_TIE_MARGIN, TOP5
-from ..measure.results import Check, Verdict
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Sign-off thresholds: ``qbench run``'s ``--min-top1-agreement``,
-    ``--max-accuracy-drop``, ``--min-sqnr``, ``--min-cosine``, ``--min-top5-agreement``,
-    ``--min-int8-speedup``, ``--max-int8-latency-ms`` (or a ``--policy`` file's).
-
-    The fidelity defaults come from measurement: efficientnet_lite0 (ImageNet weights) on
-    llvm (AVX2), 32 calibration and 100 evaluation photos of
-    ``../shared/data/imagenet-sample``. ``--calib-mode max`` and ``percentile`` (99.999)
-    both gave INT8 logits SQNR 19.4 dB, mean cosine 0.995, top-5 agreement 94.8 %;
-    ``kl_divergence`` gave 14.1 dB, 0.980, 88.4 %. The limits (17 dB, 0.99, 90 %) pass the
-    first two with a margin and fail the third, like the 10-15 dB, 80-89 % builds that
-    passed on top-1 alone.
-
-    Attributes:
-        min_top1_agreement: lowest top-1 agreement of TVM FP32 and INT8 with PyTorch, a
-            fraction in [0, 1].
-        max_accuracy_drop: highest INT8 top-1 accuracy drop, percentage points in [0, 100].
-        min_sqnr_db: lowest SQNR of the INT8 logits against PyTorch's, dB >= 0 (identical
-            logits count as infinite SQNR).
-        min_cosine: lowest mean over images of the cosine similarity of INT8 and PyTorch
-            logits, in [-1, 1].
-        min_top5_agreement: lowest top-5 agreement of INT8 with PyTorch (share of PyTorch's
-            5 top classes found in INT8's 5), a fraction in [0, 1].
-        min_int8_speedup: lowest speed-up of TVM INT8 over TVM FP32 (FP32 median latency /
-            INT8 median latency), a factor > 0; 1.0: INT8 must not be slower. A run fails
-            it only when the whole confidence interval of the speed-up lies below it.
-        max_int8_latency_ms: highest median TVM INT8 latency of one batch, ms > 0, or None
-            (no limit).
-        min_decisive_top1_agreement: lowest INT8 top-1 agreement counting only decisive
-            flips (``metrics.flips``), a fraction in [0, 1], or None (no such check).
-        near_tie_margin: PyTorch FP32's softmax top-1 minus top-2 probability under which a
-            flip is a near-tie, in [0, 1] (``metrics.NEAR_TIE_MARGIN``: its measurement).
-    """
-
-    min_top1_agreement: float = 0.97
-    max_accuracy_drop: float = 1.0
-    min_sqnr_db: float = 17.0
-    min_cosine: float = 0.99
-    min_top5_agreement: float = 0.9
-    min_int8_speedup: float = 1.0
-    max_int8_latency_ms: float | None = None
-    min_decisive_top1_agreement: float | None = None
-    near_tie_margin: float = NEAR_TIE_MARGIN
-
-    @classmethod
-    def of(cls, options):
-        """The limits held by ``options`` (any object with attributes of the same names)."""
-        return cls(**{f.name: getattr(options, f.name) for f in fields(cls)})
-
-
-RANGES = {  # Limits field: (lowest, highest or None, lowest excluded)
-    "min_top1_agreement": (0, 1, False),
-    "max_accuracy_drop": (0, 100, False),
-    "min_sqnr_db": (0, None, False),
-    "min_cosine": (-1, 1, False),
-    "min_top5_agreement": (0, 1, False),
-    "min_int8_speedup": (0, None, False),  # 0: any speed passes
-    "max_int8_latency_ms": (0, None, True),
-    "min_decisive_top1_agreement": (0, 1, False),
-    "near_tie_margin": (0, 1, False),
-}
-
-
-def limit_problem(name, value):
-    """What is wrong with ``value`` for the ``Limits`` field ``name`` (e.g. ``must be a
-    finite number in [0, 1]``), or None when it is a valid limit."""
-    lo, hi, open_low = RANGES[name]
-    bad = not math.isfinite(value) or value < lo or (hi is not None and value > hi)
-    if not bad and not (open_low and value == lo):
-        return None
-    low = f"({lo}" if open_low else f"[{lo}"
-    valid = f"in {low}, {hi}]" if hi is not None else f"{'>' if open_low else '>='} {lo}"
-    return f"must be a finite number {valid}"
+from ..measure.metrics import TOP5
+from .verdict import Check, Verdict
 
 
 def signoff(
@@ -119,7 +42,7 @@ def signoff(
             speed checks.
 
     Returns:
-        ``results.Verdict``: ``verdict`` ("PASS"/"FAIL") and ``checks`` (``results.Check``:
+        ``verdict.Verdict``: ``verdict`` ("PASS"/"FAIL") and ``checks`` (``verdict.Check``:
         name, value, op, limit, passed, unit). ``passed`` is True, False, or None for a check
         that does not apply (its ``value`` is None and ``detail`` says why). ``unit`` says
         how to read value and limit: ``"fraction"`` (in [0, 1], shown as %), ``"points"``

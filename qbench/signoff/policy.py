@@ -1,6 +1,6 @@
 """``qbench run --policy FILE``: sign-off limits per model and target kind, from TOML.
 
-A team commits the file beside its model sets. Layout (any ``signoff.Limits`` field, by
+A team commits the file beside its model sets. Layout (any ``limits.Limits`` field, by
 name, in any table)::
 
     [defaults]                                  # every model and target
@@ -12,18 +12,17 @@ name, in any table)::
     max_int8_latency_ms = 80
 
 Precedence: a flag given on the command line > the most specific table > ``[defaults]`` >
-``signoff.Limits``'s default. A model the file does not name gets ``[defaults]``.
+the limit's default (``limits.Limits``). A model the file does not name gets ``[defaults]``.
 """
 
 import hashlib
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 
 from ..core.errors import UserError
-from .checks import Limits, limit_problem
+from .limits import DEFAULTS, SPECS, Limits
 
-LIMIT_NAMES = tuple(f.name for f in fields(Limits))
+LIMIT_NAMES = tuple(SPECS)
 TOP_KEYS = ("defaults", "models")
 
 
@@ -83,7 +82,7 @@ def _limits(path, where, table, extra=()):
     for key, value in table.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UserError(f"--policy {path}: [{where}] {key} = {value!r}: must be a number")
-        problem = limit_problem(key, value)
+        problem = SPECS[key].problem(value)
         if problem:
             raise UserError(f"--policy {path}: [{where}] {key} = {value!r}: {problem}")
     return {key: float(value) for key, value in table.items()}
@@ -131,15 +130,15 @@ def applied(policy, model, kind, given):
         model, kind: as ``resolve``.
         given: {limit name: value} of the sign-off flags given on the command line.
     Returns:
-        (limits, record): limits {limit name: value} for every ``signoff.Limits`` field
-        (flag > policy > ``Limits`` default); record None without a policy, else ``path``,
+        (limits, record): the run's ``limits.Limits`` (flag > policy > the limit's
+        default); record None without a policy, else ``path``,
         ``sha256``, ``model``, ``target_kind``, ``limits`` {name: {"value", "from"}} (what
         the file set for this run), ``overridden_by_flags`` (names a flag won) and
         ``unmatched`` (why no model table applied, or None).
     """
-    limits = {name: getattr(Limits, name) for name in LIMIT_NAMES}
     chosen = resolve(policy, model, kind) if policy else {}
-    limits |= {name: value for name, (value, _) in chosen.items()} | given
+    values = DEFAULTS | {name: value for name, (value, _) in chosen.items()} | given
+    limits = Limits(**values)
     if policy is None:
         return limits, None
     return limits, {

@@ -1,0 +1,93 @@
+"""The report of a run: a ``report.result.RunResult`` joined from the prepared run, the runners'
+results, the speed statistics, the sign-off verdict and the environment."""
+
+import datetime as dt
+from dataclasses import asdict
+
+from ..measure.provenance import definition
+from ..report.assemble import environment, graph_ops, layer_rows, precision
+from ..report.result import DataInfo, ModelInfo, RunResult
+
+NOT_CONFIG = ("quant", "policy", "limits")  # RunOptions fields the report keeps elsewhere
+
+
+def build_report(p, results, wall_s, speed, verdict, timing):
+    """The run's ``report.result.RunResult``.
+
+    Args:
+        p: the built ``Prepared`` run (its ``tuning`` has ``kernels``).
+        results: {runner name: ``RunnerResult``}.
+        wall_s: the run's wall time, s.
+        speed: the run's ``Speed``, or None.
+        verdict: the sign-off ``Verdict``.
+        timing: the timing's record (``timing.record``: ``environment["timing"]``).
+    """
+    opts, model, split = p.opts, p.model, p.split
+    return RunResult(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        environment={
+            **environment(p.target, opts.threads),
+            "timing": timing,
+            "remote": _remote(p),
+        },
+        definition=definition(
+            model,
+            p.images.content_digest(tuple(split.calib) + tuple(split.eval)),
+            p.quant,
+            opts.batch_size,
+            p.target,
+        ),
+        model=ModelInfo(
+            name=model.name,
+            weights=model.weights,
+            random_weights=model.random_weights,
+            input_shape=list(model.input_shape),
+            aten_ops=p.imported.aten_ops,
+        ),
+        data=_data(p),
+        config=config(opts, p.quant),
+        policy=opts.policy,
+        precision=precision(p.quant),
+        calibration=p.calibration,
+        tuning=p.tuning,
+        layers=layer_rows(p.layers, p.plans, p.ranges, p.quant, p.unaccounted, model.module),
+        graph=graph_ops(p.imported.mod, p.int8_mod),
+        int8_kernels=p.int8_kernels,
+        results=results,
+        diagnosis=p.diagnosis,
+        wall_time_s=round(wall_s, 2),
+        speed=speed,
+        signoff=verdict,
+    )
+
+
+def config(opts, quant):
+    """The report's ``config``: the run's options (``RunOptions``) with its sign-off limits
+    flat and ``quant`` (the ``QuantConfig`` as built) as a dict."""
+    fields = {k: v for k, v in vars(opts).items() if k not in NOT_CONFIG}
+    return {**fields, **asdict(opts.limits), "quant": quant.to_dict()}
+
+
+def _data(p):
+    images, split = p.images, p.split
+    return DataInfo(
+        source=images.name,
+        synthetic=images.synthetic,
+        labelled=images.labels is not None,
+        calib_size=len(split.calib),
+        eval_size=len(split.eval),
+        seed=p.opts.seed,
+    )
+
+
+def _remote(p):
+    """The report's record of the remote device that ran the TVM builds, or None."""
+    if p.device is None:
+        return None
+    opts = p.opts
+    return {
+        "rpc": opts.rpc,
+        "tracker": opts.rpc_tracker,
+        "key": opts.rpc_key,
+        "device": p.device.name,
+    }
