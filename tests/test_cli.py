@@ -145,7 +145,7 @@ def test_bad_option_values_exit_2_before_any_work(tmp_path, capsys, args, text):
     "func, text",
     [
         ("returns_int", "returned int, not a torch.nn.Module"),
-        ("feature_map", "compares classification logits"),
+        ("feature_map", "compares class scores"),
         ("four_channels", "C must be 1 (greyscale) or 3 (RGB)"),
         ("raises", "RuntimeError: weights server down"),
     ],

@@ -9,6 +9,7 @@ can read.
 from dataclasses import dataclass
 
 from ..core.errors import UnsupportedModelError
+from .contract import check_forward_inputs, check_stateless
 from .fold import fold_batchnorm
 
 GEMM_TARGETS = {"convolution", "conv2d", "addmm", "mm", "matmul", "linear"}
@@ -79,11 +80,15 @@ def check_float32(module, name):
 
 
 def export(model, batch_size):
-    """Capture ``model`` with ``torch.export`` at a static batch size, then decompose to core ATen.
+    """Capture ``model`` with ``torch.export`` at a static batch size, then decompose to core
+    ATen, checking the model's contract (``contract``): one image input, no state updated
+    between calls, no training-mode op (the output: ``contract.check_outputs``).
 
     Args:
         model: a ``zoo.LoadedModel``.
         batch_size: N of the (N, C, H, W) input the graph is specialised to.
+    Raises:
+        UnsupportedModelError: the model is outside the contract, or the export failed.
     """
     import torch
 
@@ -91,6 +96,7 @@ def export(model, batch_size):
     check_float32(model.module, model.name)
     if ep is None:
         check_eval_mode(model.module, model.name)
+        check_forward_inputs(model.module, model.name)
         example = torch.zeros((batch_size, *model.input_shape), dtype=torch.float32)
         try:
             with torch.no_grad():
@@ -104,6 +110,7 @@ def export(model, batch_size):
         _check_exported_shape(ep, model, batch_size)
     ep = ep.run_decompositions()
     check_exported_inference(ep, model.name, model_in_eval=model.exported is None)
+    check_stateless(ep, model.name)
     return ep
 
 
@@ -157,24 +164,8 @@ def _by_design(op):
     return op.endswith(".no_stats")
 
 
-def check_logits(mod, name):
-    """Require one float32 (N, K) output: qbench compares classification logits.
-
-    Raises:
-        UnsupportedModelError: shows the output type found.
-    """
-    from tvm import relax
-
-    ret = mod["main"].ret_ty
-    if not isinstance(ret, relax.TensorType) or ret.ndim != 2 or ret.dtype != "float32":
-        raise UnsupportedModelError(
-            f"model {name!r}: output is {ret}; qbench compares classification logits, one "
-            "float32 tensor of shape (N, K)"
-        )
-
-
 def num_classes(mod):
-    """K of the (N, K) logits of ``mod["main"]`` (see ``check_logits``)."""
+    """K of the (N, K) output of ``mod["main"]`` (see ``contract.check_outputs``)."""
     return int(mod["main"].ret_ty.shape[1])
 
 

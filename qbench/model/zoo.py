@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import UserError
+from .contract import check_program_inputs
 
 log = logging.getLogger(__name__)
 
@@ -379,14 +380,9 @@ def _load_exported(path):
         ep = torch.export.load(path)
     except Exception as e:  # noqa: BLE001 - corrupt or foreign files fail in many ways
         raise UserError(f"--model {path}: not a saved torch.export program ({e})") from e
-    module = ep.module()
-    shapes = [
-        n.meta["val"].shape
-        for n in ep.graph.nodes
-        if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs
-    ]
-    shape = tuple(shapes[0][1:]) if len(shapes) == 1 and len(shapes[0]) == 4 else None
-    pre = fit_preprocess(Preprocess(), shape) if shape else Preprocess()
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     name = model_id(str(path))
+    shape = check_program_inputs(ep, name)
+    module = ep.module()
+    pre = fit_preprocess(Preprocess(), shape)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     return LoadedModel(name, module, shape, pre, "exported-program", digest, exported=ep)

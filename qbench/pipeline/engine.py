@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 def run(opts, attachments=None):
-    """Execute the whole job and return its ``report.result.RunResult`` (``to_json()``: report.json).
+    """Execute the whole job and return its ``report.result.RunResult`` (``to_json()``:
+    report.json).
 
     Args:
         opts: ``RunOptions``.

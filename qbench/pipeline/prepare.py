@@ -15,6 +15,7 @@ from ..core.errors import UserError
 from ..core.progress import random_weights_warning, say, stage
 from ..measure.runners import observer_runner
 from ..model import frontend, graph, zoo
+from ..model.contract import check_outputs
 from ..quantize.plan import check_skip_layers, fp32_reasons, make_plans
 from ..quantize.refine import calib_images, refine
 from ..quantize.rewrite import rewrite
@@ -53,7 +54,7 @@ def prepare(opts):
         say(random_weights_warning(model.name))
     with stage("import to Relax") as st:
         imported = frontend.import_model(model, opts.batch_size)
-        frontend.check_logits(imported.mod, model.name)
+        check_outputs(imported.mod, model.name, opts.batch_size)
         layers = graph.find_layers(imported.mod, imported.layer_names)
         st.note = f"{len(layers)} conv2d/matmul layers"
     classes = frontend.num_classes(imported.mod)
