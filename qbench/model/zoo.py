@@ -210,8 +210,10 @@ def load_model(spec_text, weights_path=None, input_shape=None, mean=None, std=No
         model = _load_exported(spec_text)
     elif ".py:" in spec_text:
         model = _load_python(spec_text)
-    else:
-        model = _load_registry(get_spec(spec_text))
+    elif spec_text.endswith(".py"):
+        raise UserError(_needs_function(spec_text))
+    else:  # with --weights, the registry's own weights are not fetched
+        model = _load_registry(get_spec(spec_text), pretrained=not weights_path)
     if weights_path:
         _load_weights_file(model, weights_path)
     return _override(model, input_shape, mean, std)
@@ -238,9 +240,27 @@ def _override(model, input_shape, mean, std):
     return model
 
 
-def _load_registry(spec):
+def _needs_function(file):
+    """The error for ``--model FILE.py`` without ``:FUNCTION``: the file's top-level
+    functions, read without running it."""
+    import ast
+
+    where = f"--model {file}: a model file needs :FUNCTION (the function returning the model)"
+    try:
+        tree = ast.parse(Path(file).read_text(), file)
+    except (OSError, SyntaxError, UnicodeDecodeError) as e:
+        return f"{where}; cannot read {file} ({e})"
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    found = ", ".join(f"{file}:{n}" for n in names) if names else "none"
+    return f"{where}; its top-level functions: {found}"
+
+
+def _load_registry(spec, pretrained=True):
     if spec.source == "efficientnet_lite":
         module, weights = _lite0()
+    elif not pretrained:
+        module = _seeded(lambda: _torchvision_module(spec.name))
+        weights = "random"  # replaced by the --weights file's
     else:
         module, weights = _torchvision(spec.name)
     return LoadedModel(
@@ -266,7 +286,7 @@ def _torchvision(name):
     import torchvision
 
     weights = torchvision.models.get_model_weights(name).DEFAULT
-    module = _seeded(lambda: torchvision.models.get_model(name, weights=None))
+    module = _seeded(lambda: _torchvision_module(name))
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)
     try:
@@ -278,6 +298,13 @@ def _torchvision(name):
     finally:
         socket.setdefaulttimeout(previous)
     return module.eval(), source
+
+
+def _torchvision_module(name):
+    """torchvision's ``name`` with random initialisation (no download)."""
+    import torchvision
+
+    return torchvision.models.get_model(name, weights=None)
 
 
 def _quiet(func, *args, **kwargs):
@@ -312,12 +339,45 @@ def _load_weights_file(model, path):
         raise UserError(f"--weights {path}: not a file")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-        model.module.load_state_dict(state.get("state_dict", state))
-    except Exception as e:  # noqa: BLE001 - unpickling and loading fail in many ways
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--weights {path}: not a state dict for {model.name}: {first}") from e
+    except Exception as e:  # noqa: BLE001 - unpickling fails in many ways
+        raise UserError(f"--weights {path}: not a readable state dict ({_first_line(e)})") from e
+    state = state.get("state_dict", state) if isinstance(state, dict) else state
+    if not isinstance(state, dict):
+        raise UserError(f"--weights {path}: holds a {type(state).__name__}, not a state dict")
+    _check_state_keys(path, model, state)
+    try:
+        model.module.load_state_dict(state)
+    except Exception as e:  # noqa: BLE001 - size mismatches and others
+        problems = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+        shown = "; ".join(problems[:3]) or _first_line(e)
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise UserError(f"--weights {path}: does not fit {model.name}: {shown}{more}") from e
     model.weights = f"file:{path}"
     model.weights_digest = state_digest(model.module)
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_state_keys(path, model, state, shown=5):
+    """Refuse a state dict whose keys are not the model's, naming the first ``shown``
+    missing and unexpected keys with their counts."""
+    own, given = list(model.module.state_dict()), set(state)
+    missing = [k for k in own if k not in given]
+    unexpected = sorted(given - set(own))
+    if not missing and not unexpected:
+        return
+    parts = []
+    for what, keys in (("missing", missing), ("unexpected", unexpected)):
+        if keys:
+            more = f", ... ({len(keys)} in all)" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {what}: {', '.join(keys[:shown])}{more}")
+    raise UserError(
+        f"--weights {path}: not a state dict for {model.name} ({len(own)} keys): "
+        + "; ".join(parts)
+    )
 
 
 def _load_python(spec_text):

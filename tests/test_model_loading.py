@@ -1,0 +1,90 @@
+"""Loading ``--model`` and ``--weights`` as a new user meets them: a weights file replaces
+the registry's download, a state dict that does not fit names its keys, and a model file
+without ``:FUNCTION`` lists the functions it defines."""
+
+import pytest
+import torch
+import torchvision
+
+from qbench.core.errors import UserError
+from qbench.model import zoo
+
+NAME = "shufflenet_v2_x0_5"  # small (1.4 M parameters), as the user's report had it
+
+
+@pytest.fixture
+def own_weights(tmp_path):
+    """A state dict of ``NAME`` with its own random initialisation, in a file."""
+    torch.manual_seed(5)
+    state = torchvision.models.get_model(NAME, weights=None).state_dict()
+    path = tmp_path / "weights.pt"
+    torch.save(state, path)
+    return path, state
+
+
+def test_a_weights_file_is_loaded_without_fetching_the_registry_weights(own_weights, monkeypatch):
+    path, state = own_weights
+
+    def fetch(name):
+        raise AssertionError(f"pretrained weights of {name} fetched")
+
+    monkeypatch.setattr(zoo, "_torchvision", fetch)
+    model = zoo.load_model(NAME, weights_path=str(path))
+    assert model.weights == f"file:{path}" and not model.random_weights
+    loaded = model.module.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
+def test_a_state_dict_missing_and_adding_keys_names_them_with_counts(own_weights, tmp_path):
+    _, state = own_weights
+    state = dict(state)
+    del state["fc.weight"], state["fc.bias"]
+    state["head.weight"] = torch.zeros(2)
+    path = tmp_path / "edited.pt"
+    torch.save(state, path)
+    with pytest.raises(UserError) as e:
+        zoo.load_model(NAME, weights_path=str(path))
+    text = str(e.value)
+    assert "2 missing: fc.weight, fc.bias" in text and "1 unexpected: head.weight" in text
+
+
+def test_another_architectures_state_dict_names_the_first_keys_and_the_totals(tmp_path):
+    state = torchvision.models.get_model("squeezenet1_0", weights=None).state_dict()
+    path = tmp_path / "squeezenet.pt"
+    torch.save(state, path)
+    own = len(torchvision.models.get_model(NAME, weights=None).state_dict())
+    with pytest.raises(UserError) as e:
+        zoo.load_model(NAME, weights_path=str(path))
+    text = str(e.value)
+    assert f"not a state dict for {NAME} ({own} keys)" in text
+    assert f"{own} missing: conv1.0.weight" in text and f"({own} in all)" in text
+    assert f"{len(state)} unexpected: " in text and f"({len(state)} in all)" in text
+
+
+def test_a_weight_of_the_wrong_shape_is_named(own_weights, tmp_path):
+    _, state = own_weights
+    state = dict(state, **{"fc.bias": torch.zeros(7)})
+    path = tmp_path / "shape.pt"
+    torch.save(state, path)
+    with pytest.raises(UserError, match=r"does not fit .*size mismatch for fc\.bias"):
+        zoo.load_model(NAME, weights_path=str(path))
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (
+            "import torch\n\ndef small():\n    pass\n\ndef large():\n    pass\n",
+            "{p}:small, {p}:large",
+        ),
+        ("import torch\nMODEL = None\n", "its top-level functions: none"),
+    ],
+)
+def test_a_model_file_without_function_lists_its_functions(tmp_path, source, expected):
+    path = tmp_path / "mynets.py"
+    path.write_text(source)
+    with pytest.raises(UserError) as e:
+        zoo.load_model(str(path))
+    text = str(e.value)
+    assert "a model file needs :FUNCTION" in text and "alexnet" not in text
+    assert expected.format(p=path) in text
