@@ -2,7 +2,8 @@
 
 Sources (``--data``):
     - a folder: ImageFolder layout (one sub-folder per class; integer folder names are
-      taken as label indices) or flat with a ``labels.csv`` of ``file,label``;
+      taken as label indices, WordNet ids (``n01440764``) as ImageNet-1k indices) or flat
+      with a ``labels.csv`` of ``file,label``;
     - ``hf:NAME[:SPLIT]``: a Hugging Face ``datasets`` dataset, streamed; NAME may also be a
       local folder written by ``Dataset.save_to_disk``;
     - ``synthetic``: seeded noise images for smoke tests only, flagged in reports;
@@ -13,6 +14,7 @@ Sources (``--data``):
 import csv
 import importlib.util
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -89,19 +91,13 @@ def _folder(root):
                 "rows), or in class sub-folders (ImageFolder layout)"
             )
         return ImageSet(str(root), [file_loader(f) for f in files], None, [f.name for f in files])
-    numeric = all(_is_index(c) for c in classes)
+    index, source = _class_indices(root, classes)
     files, labels = [], []
-    for idx, cls in enumerate(classes):
+    for cls in classes:
         for f in sorted((root / cls).iterdir()):
             if f.suffix.lower() in IMAGE_SUFFIXES:
                 files.append(f)
-                labels.append(int(cls) if numeric else idx)
-    if not numeric:
-        log.warning(
-            "--data %s: class folders are not label indices; labels are positions "
-            "in the sorted folder list",
-            root,
-        )
+                labels.append(index[cls])
     if not files:
         raise UserError(
             f"--data {root}: class folders ({', '.join(classes[:3])}, ...) hold no images; "
@@ -109,8 +105,48 @@ def _folder(root):
             "(ImageFolder layout), alone, or with a labels.csv (file,label rows)"
         )
     keys = [str(f.relative_to(root)) for f in files]
-    source = "class folder names" if numeric else "sorted class folder positions"
     return ImageSet(str(root), [file_loader(f) for f in files], labels, keys, False, source)
+
+
+WNID = re.compile(r"n\d{8}")  # a WordNet synset id, as ImageNet names its class folders
+
+
+def _class_indices(root, classes):
+    """({class folder: label}, where the labels come from) of an ImageFolder layout: integer
+    folder names are label indices; WordNet ids (``n01440764``) are ImageNet-1k indices
+    (``imagenet_wnids.txt``); other names are positions in the sorted folder list, with a
+    warning.
+
+    Raises:
+        UserError: WordNet-id folders of which some are not ImageNet-1k classes.
+    """
+    if all(_is_index(c) for c in classes):
+        return {c: int(c) for c in classes}, "class folder names"
+    if all(WNID.fullmatch(c) for c in classes):
+        wnids = imagenet_wnids()
+        unknown = [c for c in classes if c not in wnids]
+        if unknown:
+            raise UserError(
+                f"--data {root}: class folders {', '.join(unknown[:3])} ({len(unknown)} of "
+                f"{len(classes)}) are WordNet ids but not ImageNet-1k classes; name the folders "
+                "by class index, or give a labels.csv (file,label rows)"
+            )
+        return {c: wnids[c] for c in classes}, "ImageNet-1k index of each WordNet-id folder"
+    log.warning(
+        "--data %s: class folders are neither label indices nor WordNet ids; labels are "
+        "positions in the sorted folder list (0..%d): right only for a model trained on "
+        "exactly these classes in that order",
+        root,
+        len(classes) - 1,
+    )
+    return {c: i for i, c in enumerate(classes)}, "sorted class folder positions"
+
+
+def imagenet_wnids():
+    """{WordNet id: ImageNet-1k class index}: the 1000 ILSVRC-2012 synsets in sorted order,
+    the class order torchvision's and Keras' ImageNet weights use."""
+    text = (Path(__file__).parent / "imagenet_wnids.txt").read_text()
+    return {wnid: i for i, wnid in enumerate(text.split())}
 
 
 def _is_index(text):

@@ -1,4 +1,6 @@
-"""Comparison metrics: latency statistics, top-k agreement, accuracy, logit error."""
+"""Comparison metrics: latency statistics, top-k agreement, accuracy, logit error, and the
+kind of output a model returns with the space its error is judged in (``output_kind``,
+``judged``)."""
 
 import numpy as np
 
@@ -6,6 +8,71 @@ from .intervals import clopper_pearson
 
 TOP5 = 5
 NEAR_TIE_MARGIN = 0.05  # softmax top-1 minus top-2 of PyTorch FP32; see ``flip_metrics``
+
+# What a model's (N, K) output is (``output_kind``), and the space its error is judged in
+# (``judged_space``): every kind with K >= 2 is mapped to centred logits (``judged``).
+LOGITS, PROBABILITIES, LOG_PROBABILITIES = "logits", "probabilities", "log-probabilities"
+SINGLE = "single value"  # K = 1: no distribution over classes
+CENTRED, AS_IS = "centred logits", "as is"
+# A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
+# logsumexp is 0 within a few float32 steps: 1e-3 leaves room for compiled exp
+# approximations, while a row that sums to 0.99 (a dropped class, label smoothing, sigmoids)
+# is not a distribution.
+ROW_TOLERANCE = 1e-3
+NEGATIVE_TOLERANCE = 1e-6  # how far under 0 a probability may round
+PROBABILITY_FLOOR = float(np.finfo(np.float32).tiny)  # the smallest normal float32 probability
+
+
+def output_kind(ref):
+    """What the reference output ``ref`` (N, K) holds, by its values alone.
+
+    ``probabilities``: K >= 2, every value >= -``NEGATIVE_TOLERANCE`` and every row sums to
+    1 within ``ROW_TOLERANCE``; ``log-probabilities``: K >= 2 and every row's logsumexp is
+    0 within ``ROW_TOLERANCE``; ``single value``: K = 1; otherwise ``logits`` (also when
+    ``ref`` holds NaN or infinity: such a reference is no distribution).
+    """
+    z = np.asarray(ref, np.float64)
+    if z.ndim != 2 or z.shape[1] < 2:
+        return SINGLE if z.ndim == 2 else LOGITS
+    if z.size == 0 or not np.isfinite(z).all():
+        return LOGITS
+    if z.min() >= -NEGATIVE_TOLERANCE and np.all(np.abs(z.sum(1) - 1) <= ROW_TOLERANCE):
+        return PROBABILITIES
+    if np.all(np.abs(logsumexp(z)) <= ROW_TOLERANCE):
+        return LOG_PROBABILITIES
+    return LOGITS
+
+
+def logsumexp(z):
+    """Per row, log(sum(exp(z))), (N,) float64; ``z`` (N, K) finite."""
+    z = np.asarray(z, np.float64)
+    top = z.max(1)
+    return top + np.log(np.exp(z - top[:, None]).sum(1))
+
+
+def judged_space(kind):
+    """The space an output of ``kind`` (``output_kind``) is judged in: ``centred logits``,
+    or ``as is`` for a single value."""
+    return AS_IS if kind == SINGLE else CENTRED
+
+
+def judged(out, kind):
+    """``out`` (N, K) in the space its kind is judged in (``judged_space``), float64.
+
+    Centred logits: each row minus its mean, of the logits themselves, of the
+    log-probabilities, or of the log of the probabilities (clipped below at
+    ``PROBABILITY_FLOOR``, the smallest normal float32, so that an underflowed 0 stays
+    finite). A softmax output's log is its logits less a per-row constant, and so is a
+    log_softmax output: the three kinds of one model land on the same values, and no
+    per-row constant (such as logsumexp) can inflate or shrink the signal. The softmax of
+    centred logits is the model's softmax. A single value (K = 1) is returned as is.
+    """
+    z = np.asarray(out, np.float64)
+    if judged_space(kind) == AS_IS:
+        return z
+    if kind == PROBABILITIES:
+        z = np.log(np.maximum(z, PROBABILITY_FLOOR))
+    return z - z.mean(1, keepdims=True)
 
 
 def latency_stats(samples_ms):
@@ -131,7 +198,7 @@ def flip_metrics(flipped, images, margin):
     }
 
 
-def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
+def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K).
 
     When ``out`` holds NaN or infinity, only ``nonfinite_logits`` (the count) is meaningful
@@ -139,22 +206,33 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
     top-1/top-5 agreement is computed (every view then shows none, not a vacuous 100 %).
     Every fraction comes with its counts (see ``with_counts``); flips are split at the
     near-tie ``margin`` (``flips``).
+
+    ``max_abs_diff``, ``cosine``, ``sqnr_db`` and the flips' margins are computed on both
+    outputs mapped to the space ``kind`` is judged in (``judged``), named by
+    ``judged_space``; agreement and accuracy rank the outputs as given (the mapping keeps
+    each row's order).
+
+    Args:
+        kind: what ``ref`` holds (``output_kind``), or None to tell it from ``ref``.
     """
     ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    kind = output_kind(ref) if kind is None else kind
     nonfinite = int((~np.isfinite(out)).sum())
     ranked = ref.shape[1] > 1
     if nonfinite:  # NaN rows would agree with argmax 0 and fake a cosine: report only the count
         zero = {"top1_agreement": 0.0, "top5_agreement": 0.0} if ranked else {}
         return with_counts({"nonfinite_logits": nonfinite, **zero}, ref.shape)
     m = {"nonfinite_logits": 0}
+    r, o = judged(ref, kind), judged(out, kind)
     if ranked:
         m["top1_agreement"] = top1_agreement(ref, out)
         m["top5_agreement"] = top5_agreement(ref, out)
-        m |= flip_metrics(flips(ref, out, margin), len(ref), margin)
+        m |= flip_metrics(flips(r, o, margin), len(ref), margin)
     m |= {
-        "max_abs_diff": float(np.abs(ref - out).max()),
-        "cosine": mean_row_cosine(ref, out),
-        "sqnr_db": sqnr_db_or_none(ref, out),
+        "max_abs_diff": float(np.abs(r - o).max()),
+        "cosine": mean_row_cosine(r, o),
+        "sqnr_db": sqnr_db_or_none(r, o),
+        "judged_space": judged_space(kind),
     }
     if labels is not None:
         m.update(accuracy_metrics(out, labels))
@@ -162,12 +240,13 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
 
 
 def accuracy_metrics(logits, labels):
-    """``top1_accuracy`` and ``top5_accuracy`` in [0, 1], with their counts."""
+    """``top1_accuracy`` and ``top5_accuracy`` in [0, 1], with their counts, and
+    ``labels_present``: the distinct labels among the images (for the chance level)."""
     m = {
         "top1_accuracy": accuracy(logits, labels, 1),
         "top5_accuracy": accuracy(logits, labels, TOP5),
     }
-    return with_counts(m, np.shape(logits))
+    return with_counts(m, np.shape(logits)) | {"labels_present": int(len(np.unique(labels)))}
 
 
 def with_counts(metrics, logits_shape):
@@ -202,13 +281,16 @@ def with_counts(metrics, logits_shape):
     return metrics
 
 
-def per_image(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
+def per_image(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     """Per-image 0/1 outcomes in evaluation order, for paired tests (McNemar).
 
     Args:
         ref: PyTorch reference logits (N, K); ``out`` is ``ref`` itself for PyTorch.
         out: a runner's logits (N, K).
         labels: integer labels (N,), or None for unlabelled data.
+        margin: the near-tie margin of ``flips``.
+        kind: what ``ref`` holds (``output_kind``; None: told from ``ref``): the flips'
+            margins are taken in its judged space (``judged``), as ``compare_logits``'s.
     Returns:
         dict: ``top1_match`` (list of N ints, 1 where ``out``'s top-1 class is ``ref``'s),
         absent when ``out is ref`` or K = 1 (a single logit has no top-1 class);
@@ -222,7 +304,8 @@ def per_image(ref, out, labels=None, margin=NEAR_TIE_MARGIN):
     if out is not ref and ref.shape[1] > 1:
         result["top1_match"] = (top1 == ref.argmax(1)).astype(int).tolist()
         if np.isfinite(out).all():
-            result["flips"] = flips(ref, out, margin)
+            kind = output_kind(ref) if kind is None else kind
+            result["flips"] = flips(judged(ref, kind), judged(out, kind), margin)
     if labels is not None:
         result["top1_correct"] = (top1 == np.asarray(labels)).astype(int).tolist()
     return result

@@ -21,7 +21,7 @@ OP_WORDS = {  # Relax op: (one, several)
 
 def summary_lines(report):
     m, d, env, cal = report.model, report.data, report.environment, report.calibration
-    cache = "hit" if cal["cache_hit"] else "miss"
+    cache = "hit" if cal.cache_hit else "miss"
     weights = (
         "weights: RANDOM (results say nothing about a trained model)"
         if m.random_weights
@@ -33,30 +33,30 @@ def summary_lines(report):
         f"target: {env['target']}   threads: "
         f"{env['threads']}   batch: {report.config['batch_size']}",
         f"data: {d.source}{data_note}   calibration: {d.calib_size} images "
-        f"({cal['mode']}, cache {cache}, weight rounding "
-        f"{cal.get('weight_rounding', 'nearest')}, bias correction "
-        f"{cal.get('bias_correction', 'off')})"
+        f"({cal.mode}, cache {cache}, weight rounding "
+        f"{cal.weight_rounding or 'nearest'}, bias correction "
+        f"{cal.bias_correction or 'off'})"
         f"   evaluation: {d.eval_size} images",
         f"precision: {report.precision['integer_ops']}; between layers "
         f"{report.precision['between_layers']}",
         added_ops_words(report.graph["int8_added_ops"]),
     ]
     t = report.tuning
-    used = sum(c.get("tuned", 0) for c in t.get("kernels", {}).values())
     lines.append(
-        f"tuning: databases applied: {t['source']} ({t['records']} records in "
-        f"{t['database']}, {t['pretuned_records']} pre-tuned records shipped for this target; "
-        f"{used} kernels took a record, the others use qbench's kernels and default schedules)"
-        if t["source"] != "none"
+        f"tuning: databases applied: {t.source} ({t.records} records in "
+        f"{t.database}, {t.pretuned_records} pre-tuned records shipped for this target; "
+        f"{t.tuned_kernels} kernels took a record, the others use qbench's kernels and "
+        "default schedules)"
+        if t.source != "none"
         else "tuning: none (no records for this target: untuned kernels use qbench's default "
         "schedules; see `qbench tune`)"
     )
-    if t.get("kernels"):
+    if t.kernels:
         lines.append(
             "kernels by schedule (qbench's hand-scheduled / tuning record / default): "
             + ", ".join(
                 f"{name} {c['hand']}/{c['tuned']}/{c['default']}"
-                for name, c in t["kernels"].items()
+                for name, c in t.kernels.items()
                 if c
             )
         )
@@ -78,9 +78,13 @@ def summary_lines(report):
 def unshown_words(signoff):
     """What the images of a run cannot show, e.g. ``14 images cannot show INT8 top-1
     agreement >= 97.0 % (at least 122 needed, 95 % Clopper-Pearson)``."""
-    parts = [f"{c.name} {c.op} {100 * c.limit:.1f} % ({unshown_why(c)})" for c in signoff.unshown]
-    sample = signoff.unshown[0].sample
-    return f"{plural(sample, 'image')} cannot show {'; '.join(parts)}, 95 % Clopper-Pearson"
+    counted = [c for c in signoff.unshown if c.doubt is None]
+    parts = [f"{c.name} {c.op} {100 * c.limit:.1f} % ({unshown_why(c)})" for c in counted]
+    words = [f"{c.name}: {c.doubt}" for c in signoff.unshown if c.doubt is not None]
+    if counted:
+        sample = plural(counted[0].sample, "image")
+        words.insert(0, f"{sample} cannot show {'; '.join(parts)}, 95 % Clopper-Pearson")
+    return "; ".join(words)
 
 
 def policy_line(policy):
@@ -140,10 +144,11 @@ def added_ops_words(added):
 
 
 def int8_kernels_line(info):
-    """The CPU class and the kernel path of every INT8 layer, e.g. ``CPU class AVX2; INT8
-    kernels: conv2d avx2 33, conv2d depthwise 16, matmul avx2 1``."""
-    paths = ", ".join(f"{path} {n}" for path, n in info["paths"].items()) or "none"
-    return f"CPU class {info['cpu_class']}; INT8 layers by kernel: {paths}"
+    """The CPU class and the kernel path of every INT8 layer (``info``: a
+    ``compile.info.Int8Kernels``), e.g. ``CPU class AVX2; INT8 kernels: conv2d avx2 33, conv2d
+    depthwise 16, matmul avx2 1``."""
+    paths = ", ".join(f"{path} {n}" for path, n in info.paths.items()) or "none"
+    return f"CPU class {info.cpu_class}; INT8 layers by kernel: {paths}"
 
 
 def environment_line(env):

@@ -270,7 +270,8 @@ def signoff_table(verdict, fmt):
         value, limit = check_value_and_limit(c)
         result = {True: "ok", False: "FAIL", None: "n/a"}[c.passed]
         if c.unshown:
-            result = f"ok, not shown ({c.sample} images; {unshown_why(c)})"
+            count = f"{c.sample} images; " if c.sample is not None else ""
+            result = f"ok, not shown ({count}{unshown_why(c)})"
         rows.append([c.name, value, limit, result])
     heads = ["sign-off check", "value", "limit", "result"]
     return tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
@@ -301,7 +302,9 @@ def layers_preview_table(layers, reasons, fmt):
 
 
 def unshown_why(check):
-    """Why a passed agreement check is not shown: too few images, or too many misses."""
+    """Why a passed check is not shown: its doubt, too few images, or too many misses."""
+    if check.doubt is not None:
+        return check.doubt
     if check.needed is None:
         return "no number can"
     if check.sample < check.needed:

@@ -187,11 +187,37 @@ def _fidelity(int8, limits):
 
 
 def _accuracy_drop(ref, int8, limit, classes):
+    """INT8's top-1 accuracy drop from PyTorch FP32's, percentage points; not shown when FP32
+    accuracy itself is near chance (``near_chance``)."""
     name = "INT8 top-1 accuracy drop"
     if classes == 1:
         return _not_applicable(name, "<=", limit, "points", "a single output logit")
     drop = 100.0 * (ref["top1_accuracy"] - int8["top1_accuracy"])
-    return _check(name, drop, "<=", limit, "points")
+    return replace(_check(name, drop, "<=", limit, "points"), doubt=near_chance(ref, classes))
+
+
+CHANCE_FACTOR = 2  # FP32 accuracy whose 95 % interval reaches this many times chance: near it
+
+
+def near_chance(ref, classes):
+    """Why PyTorch FP32's top-1 accuracy says the labels or weights are wrong, or None.
+
+    Chance is one in the classes a guess picks from: the labels present among the images
+    (``labels_present``, when at least 2), at most the model's ``classes``. Accuracy is near
+    chance when the low end of its 95 % Clopper-Pearson interval is at most
+    ``CHANCE_FACTOR`` times it: a trained model on correctly labelled images is far above.
+    """
+    present = ref.get("labels_present", classes)
+    chance = 1 / (min(present, classes) if present >= 2 else classes)
+    low = ref["top1_accuracy_ci95"][0] if "top1_accuracy_ci95" in ref else ref["top1_accuracy"]
+    if low > CHANCE_FACTOR * chance:
+        return None
+    return (
+        f"PyTorch FP32 top-1 accuracy {100 * ref['top1_accuracy']:.1f} % is near chance "
+        f"({100 * chance:.1f} %, one in {round(1 / chance)} classes): the labels or the weights "
+        "are likely wrong (class folders named by position rather than WordNet id or class "
+        "index, a labels.csv of another class order, untrained weights)"
+    )
 
 
 def _flag(name, detail):

@@ -26,6 +26,8 @@ class Check:
         sample: the images an agreement check counted, else None.
         needed: the fewest images that could show an agreement check's limit
             (``intervals.images_needed``; None with ``sample`` set: no number can), else None.
+        doubt: why a passing value shows nothing (e.g. an accuracy drop measured while FP32
+            accuracy is near chance: wrong labels or weights), else None.
     """
 
     name: str
@@ -40,19 +42,24 @@ class Check:
     detail: str | None = None
     sample: int | None = None
     needed: int | None = None
+    doubt: str | None = None
 
     @property
     def unshown(self):
-        """Whether the check passed on its value although its interval does not show the
-        limit: the lower end of its 95 % interval lies below it (images too few, ``needed``
+        """Whether the check passed on its value although it shows nothing: a ``doubt``, or
+        the lower end of its 95 % interval lies below the limit (images too few, ``needed``
         more than ``sample``, or misses too many for the images given)."""
-        if not self.passed or self.sample is None:
+        if not self.passed:
+            return False
+        if self.doubt is not None:
+            return True
+        if self.sample is None:
             return False
         return self.ci_low is None or self.ci_low < self.limit
 
     def to_json(self):
         """The check's dict; the optional fields only when set."""
-        optional = ("ci_low", "ci_high", "confidence", "detail", "sample", "needed")
+        optional = ("ci_low", "ci_high", "confidence", "detail", "sample", "needed", "doubt")
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         return {k: v for k, v in d.items() if k not in optional or v is not None}
 
