@@ -44,7 +44,7 @@ def test_a_pass_on_too_few_images_says_what_it_cannot_show():
     assert check.ci_low == pytest.approx(0.025 ** (1 / 14), abs=1e-6)
     words = unshown_words(verdict)
     assert words.startswith("14 images cannot show") and "at least 122 needed" in words
-    assert "INT8 top-5 agreement >= 90.0 % (at least 36 needed)" in words
+    assert "INT8 top-5 agreement >= 90.0 % (at least 36 needed; 54 at a good build's" in words
 
 
 def test_enough_agreeing_images_show_every_limit():
@@ -64,9 +64,8 @@ def test_enough_images_with_misses_are_not_shown_when_the_interval_reaches_below
     assert check.passed and check.value == pytest.approx(128 / 130)
     assert check.ci_low == pytest.approx(beta.ppf(0.025, 128, 3), abs=1e-6)
     assert check.ci_low < 0.97 and check.unshown and not verdict.to_json()["shown"]
-    assert "INT8 top-1 agreement >= 97.0 % (95 % CI 94.6-99.8 % reaches below)" in unshown_words(
-        verdict
-    )
+    words = unshown_words(verdict)
+    assert "INT8 top-1 agreement >= 97.0 % (95 % CI 94.6-99.8 % reaches below; 290 at a" in words
 
 
 def test_html_verdict_box_and_signoff_table_say_not_shown():
@@ -79,7 +78,7 @@ def test_html_verdict_box_and_signoff_table_say_not_shown():
     assert "NOT SHOWN: 14 images cannot show" in box
     assert 'class="verdict PASS"><span class="word">PASS</span>' in verdict_block(_verdict(130))
     table = signoff_table(verdict, "simple")
-    assert "ok, not shown (14 images; at least 122 needed)" in table
+    assert "ok, not shown (14 images; at least 122 needed; 290 at a good build's 99 %" in table
     assert "100.0 % (95 % CI 76.8-100.0 %)" in table
     assert "not shown" not in signoff_table(_verdict(130), "simple")
 
@@ -107,3 +106,22 @@ def test_every_agreement_and_accuracy_figure_carries_its_interval():
     slots = f"{m['top5_agreement_count']}/100 classes; CI "
     assert slots in percent_with_counts(m, "top5_agreement")
     assert percent_with_counts(m, "top5_agreement").endswith(" over images)")
+
+
+@pytest.mark.parametrize("limit, rate", [(0.97, 0.99), (0.90, 0.97), (0.97, 0.995)])
+def test_images_to_show_a_limit_at_a_builds_agreement(limit, rate):
+    """The fewest n whose floor(rate x n) agreeing images have a Clopper-Pearson low end at
+    or above the limit, searched here with scipy's Beta quantile (0.97 at 0.99: 290)."""
+    import math
+
+    from scipy.stats import beta
+
+    from qbench.measure.intervals import images_to_show
+
+    def low(n):
+        k = math.floor(rate * n + 1e-9)
+        return beta.ppf(0.025, k, n - k + 1) if k else 0.0
+
+    expected = next(n for n in range(1, 10_000) if low(n) >= limit)
+    assert images_to_show(limit, rate) == expected
+    assert images_to_show(0.99, 0.99) is None  # at its own rate, no number of images can

@@ -45,3 +45,27 @@ def images_needed(limit, confidence=CONFIDENCE):
     if limit >= 1:
         return None
     return math.ceil(math.log((1 - confidence) / 2) / math.log(limit) - 1e-9)
+
+
+TYPICAL_AGREEMENT = 0.99  # top-1 agreement of a good INT8 build (docs/measurements.md)
+
+
+def images_to_show(limit, rate=TYPICAL_AGREEMENT, confidence=CONFIDENCE, most=100_000):
+    """The fewest images on which a build agreeing at ``rate`` shows a proportion is at
+    least ``limit``: the smallest n whose Clopper-Pearson lower bound of floor(rate x n)
+    agreeing images reaches it (0.97 at 0.99: 290 images).
+
+    Args:
+        limit, rate: fractions in [0, 1].
+    Returns:
+        int >= 1, or None when ``rate`` <= ``limit`` (no number of images can) or more than
+        ``most`` images would be needed.
+    """
+    if rate <= limit:
+        return None
+    n = images_needed(limit, confidence) or 1
+    while n <= most:
+        if clopper_pearson(math.floor(rate * n + 1e-9), n, confidence)[0] >= limit:
+            return n
+        n += 1
+    return None

@@ -5,6 +5,7 @@ them."""
 from tabulate import tabulate
 
 from ..core.words import plural
+from ..measure.intervals import TYPICAL_AGREEMENT, images_to_show
 
 ACCURACY_COLUMNS = [
     ("top1_agreement", "top-1 agreement"),
@@ -307,6 +308,8 @@ def unshown_why(check):
         return check.doubt
     if check.needed is None:
         return "no number can"
+    typical = images_to_show(check.limit)
+    at = f"; {typical} at a good build's {100 * TYPICAL_AGREEMENT:g} % agreement" if typical else ""
     if check.sample < check.needed:
-        return f"at least {check.needed} needed"
-    return f"95 % CI {100 * check.ci_low:.1f}-{100 * check.ci_high:.1f} % reaches below"
+        return f"at least {check.needed} needed{at}"
+    return f"95 % CI {100 * check.ci_low:.1f}-{100 * check.ci_high:.1f} % reaches below{at}"
