@@ -68,6 +68,7 @@ def test_history_draws_a_labelled_line_per_machine_and_definition(tmp_path):
     }
     speedups = [list(line.get_ydata()) for line in figure.axes[1].get_lines()]
     assert speedups[0] == [1.6, 2.0] and math.isnan(speedups[1][0])  # no speed: a gap
+    assert figure.axes[0].get_ylim()[1] == 100  # the agreement axis stops at 100 %
 
 
 def test_history_finds_a_file_model_given_with_its_folder(tmp_path, capsys):

@@ -190,3 +190,18 @@ def test_an_interrupted_sweep_keeps_its_finished_cells_and_says_130(tmp_path):
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["exit_code"] == 130 and len(summary["cells"]) == 1
     assert not summary["complete"] and "Exit code 130" in (folder / "summary.md").read_text()
+
+
+def test_cells_that_finish_after_a_running_one_keep_their_rows_on_ctrl_c():
+    """An interrupted parallel sweep: cell 1 still runs, cells 2 and 4 finished, cell 3
+    failed; the summary gets cells 2 and 4, in grid order."""
+    from concurrent.futures import Future
+
+    from qbench.pipeline.sweep import finished_after
+
+    futures = [Future() for _ in range(4)]
+    futures[1].set_result("cell 2")
+    futures[2].set_exception(RuntimeError("device lost"))
+    futures[3].set_result("cell 4")
+    assert finished_after(futures, 0) == ["cell 2", "cell 4"]
+    assert finished_after(futures, 2) == ["cell 4"]

@@ -183,7 +183,7 @@ def figure(points, title):
         x = [i for i, p in enumerate(points) if group(p) == name]
         ys = _series([points[i] for i in x])
         color = f"C{n % 10}"
-        axes[0].plot(x, ys["agreement"], "o-", color=color, label=name)
+        axes[0].plot(x, ys["agreement"], "o-", color=color, label=name, clip_on=False)
         axes[1].plot(x, ys["speedup"], "o-", color=color, label=name)
         axes[2].plot(x, ys["int8"], "o-", color=color, label=f"TVM INT8, {name}")
         axes[2].plot(x, ys["fp32"], "s--", color=color, label=f"TVM FP32, {name}")
@@ -191,6 +191,7 @@ def figure(points, title):
     for ax, unit in zip(axes, units, strict=True):
         ax.set_ylabel(unit)
         ax.legend(fontsize="small")
+    axes[0].set_ylim(top=100)  # an agreement above 100 % does not exist
     axes[2].set_xticks(range(len(points)), labels(points), rotation=30, ha="right")
     fig.tight_layout()
     return fig

@@ -5,6 +5,7 @@ import time
 from dataclasses import replace
 
 from ..core.progress import stage
+from ..core.words import plural
 from ..diagnose.analysis import to_batches
 from ..diagnose.run import diagnosis_report, fallback_record, fallback_search, plots
 from ..measure.metrics import latency_stats
@@ -13,6 +14,7 @@ from ..quantize.fakequant import fake_layers
 from ..quantize.plan import make_plans
 from ..quantize.refine import calib_images
 from ..quantize.rewrite import rewrite
+from ..report.diagnosis import FallbackLatency
 from .builds import timed, tvm_runner
 from .prepare import int8_rewrite, prepare
 
@@ -23,12 +25,12 @@ def run_diagnosis(opts):
     Args:
         opts: ``RunOptions``; ``accuracy_target`` asks for the fallback.
     Returns:
-        (report with its ``wall_s``, {file name: PNG bytes}): see ``diagnosed_report``.
+        (the ``DiagnosisReport`` with its ``wall_s`` from the start, {file name: PNG
+        bytes}): see ``diagnosed_report``.
     """
     started = time.time()
     report, pngs = diagnosed_report(prepare(opts), opts.accuracy_target)
-    report["wall_s"] = time.time() - started
-    return report, pngs
+    return replace(report, wall_s=time.time() - started), pngs
 
 
 def diagnosed_report(p, accuracy_target=None, with_plots=True):
@@ -37,9 +39,9 @@ def diagnosed_report(p, accuracy_target=None, with_plots=True):
     fallback, judged on the held-out images. Neither touches the evaluation images.
 
     Returns:
-        (report, pngs): the diagnosis report dict (``fallback`` with the target) and
-        {file name: PNG bytes} of the most sensitive layers' input histograms ({} without
-        ``with_plots``).
+        (report, pngs): the ``report.diagnosis.DiagnosisReport`` (``fallback`` with the
+        target) and {file name: PNG bytes} of the most sensitive layers' input histograms
+        ({} without ``with_plots``).
     Raises:
         UserError: a layer without a PyTorch module (``fake_layers``).
     """
@@ -52,13 +54,12 @@ def diagnosed_report(p, accuracy_target=None, with_plots=True):
     if accuracy_target is not None:
         held_out = to_batches(p.images, p.holdout, model.preprocess, n)
         fb = fallback_search(
-            model.module, fakes, held_out, report["ranking"], accuracy_target, _bias_x(p)
+            model.module, fakes, held_out, report.ranking, accuracy_target, _bias_x(p)
         )
-        report["fallback"] = _with_latency(p, fallback_record(fb, accuracy_target, len(p.holdout)))
+        record = _with_latency(p, fallback_record(fb, accuracy_target, len(p.holdout)))
+        report = replace(report, fallback=record)
     pngs = plots(model.module, fakes, batches, report) if with_plots else {}
-    report["plots"] = list(pngs)
-    report["wall_s"] = time.time() - started
-    return report, pngs
+    return replace(report, plots=tuple(pngs), wall_s=time.time() - started), pngs
 
 
 def diagnosed(p, attachments):
@@ -71,7 +72,7 @@ def diagnosed(p, attachments):
     if attachments is not None:
         attachments.update(pngs)
     p = replace(p, diagnosis=diagnosis)
-    kept = tuple(diagnosis["fallback"]["kept_fp32"]) if "fallback" in diagnosis else ()
+    kept = diagnosis.fallback.kept_fp32 if diagnosis.fallback is not None else ()
     if kept:
         with stage("INT8 rewrite with the fallback") as st:
             p, st.note = int8_rewrite(p, replace(opts.quant, fallback_layers=kept))
@@ -79,10 +80,10 @@ def diagnosed(p, attachments):
 
 
 def _with_latency(p, record):
-    """The fallback ``record`` with the TVM INT8 build's median latency (ms, one batch) for
-    each accepted step's layers in FP32, timed interleaved on the run's build-and-time path
-    (``builds``) so that load hits every build alike."""
-    kept = record["kept_fp32"]
+    """The ``FallbackRecord`` ``record`` with the TVM INT8 build's median latency (ms, one
+    batch) for each accepted step's layers in FP32, timed interleaved on the run's
+    build-and-time path (``builds``) so that load hits every build alike."""
+    kept = record.kept_fp32
     if not kept:
         return record
     with stage("latency cost") as st:
@@ -93,12 +94,12 @@ def _with_latency(p, record):
         runners = [tvm_runner(p, mod, name)[0] for name, mod in mods.items()]
         samples = timed(p, runners, p.split.calib).samples_ms
         path = [latency_stats(samples[name])["median_ms"] for name in mods]
-        st.note = f"TVM INT8 with 0 to {len(kept)} layers in FP32, interleaved"
+        st.note = f"TVM INT8 with 0 to {plural(len(kept), 'layer')} in FP32, interleaved"
     steps, built = [], iter(path)  # the accepted steps: the all-INT8 start, each layer kept
-    for step in record["steps"]:
-        steps.append(dict(step, latency_ms=next(built) if step["accepted"] else None))
-    latency = {"all_int8": path[0], "with_fallback": path[-1]}
-    return {**record, "steps": steps, "latency_ms": latency}
+    for step in record.steps:
+        steps.append(replace(step, latency_ms=next(built) if step.accepted else None))
+    latency = FallbackLatency(all_int8=path[0], with_fallback=path[-1])
+    return replace(record, steps=tuple(steps), latency_ms=latency)
 
 
 def _bias_x(p):

@@ -203,6 +203,9 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, 
         complete = len(cells) == len(cell_options)
         timing = {"parallel": parallel, "wall_time_s": round(time.time() - started, 1)}
         folder = write_summary(cells, models, target_texts, root, complete, timing)
+        if not complete:
+            say(f"sweep stopped: {len(cells)} of {len(cell_options)} cells finished")
+            say(summary_table(cells, "simple"))
         say(f"sweep summary: {folder / 'summary.md'}")
     return cells, folder
 
@@ -224,13 +227,25 @@ def _run_isolated(cell_options, parallel, cells):
     # a fresh process per cell (max_tasks_per_child): a worker that ran a cell may still
     # hold that cell's RPC session, and the tracker would never lend its device again
     pool = ProcessPoolExecutor(max_workers=parallel, mp_context=spawn, max_tasks_per_child=1)
+    futures = []
     try:
-        futures = [pool.submit(_run_cell_alone, opts) for opts in cell_options]
+        futures += [pool.submit(_run_cell_alone, opts) for opts in cell_options]
         for i, future in enumerate(futures, 1):
             cells.append(future.result())
             _said(cells[-1], i, len(futures))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        cells += finished_after(futures, len(cells))
+
+
+def finished_after(futures, start):
+    """The ``Cell``s of the futures from index ``start`` on that finished without error, in
+    grid order: on Ctrl-C, cells that ended after a still-running one keep their rows."""
+    return [
+        f.result()
+        for f in futures[start:]
+        if f.done() and not f.cancelled() and f.exception() is None
+    ]
 
 
 def _run_cell_alone(opts):
@@ -285,7 +300,7 @@ def _with_metrics(cell, report):
     cell.int8_median_ms = res["tvm_int8"].latency.median_ms
     cell.fp32_median_ms = res["tvm_fp32"].latency.median_ms
     cell.int8_speedup = report.int8_speedup
-    cell.calibration_cache_hit = report.calibration["cache_hit"]
+    cell.calibration_cache_hit = report.calibration.cache_hit
     cell.device = res["tvm_int8"].device
     cell.shown = not report.signoff.unshown
     return cell
