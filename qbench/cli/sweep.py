@@ -8,11 +8,17 @@ from .interrupts import INTERRUPTS
 from .options import add_fallback_options, add_policy_option, add_run_options
 from .runopts import run_options
 
+EXIT_RULE = """\
+exit code: the largest of the cells' exit codes, each as `qbench run` would give it:
+  0 every cell PASSes its sign-off; 1 some cell FAILs it and none has an error;
+  2 some cell had bad input (e.g. its model function raised) and none crashed;
+  3 some cell hit an internal error (a bug in qbench or TVM).
+  Bad grid or option input exits 2 before any cell runs; Ctrl-C exits 130 (the summary of
+  the finished cells is still written, marked incomplete)."""
+
 
 def add_parser(command):
     """Add ``qbench sweep`` through ``command(name, help)``, the sub-parser factory."""
-    from ..pipeline.sweep import EXIT_RULE
-
     s = command(
         "sweep",
         "run every model on every target (one `qbench run` per cell, one report each, a "

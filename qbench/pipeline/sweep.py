@@ -27,13 +27,6 @@ from ..model import zoo
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_RULE = """\
-exit code: the largest of the cells' exit codes, each as `qbench run` would give it:
-  0 every cell PASSes its sign-off; 1 some cell FAILs it and none has an error;
-  2 some cell had bad input (e.g. its model function raised) and none crashed;
-  3 some cell hit an internal error (a bug in qbench or TVM).
-  Bad grid or option input exits 2 before any cell runs; Ctrl-C exits 130 (the summary of
-  the finished cells is still written, marked incomplete)."""
 
 
 @dataclass
@@ -307,7 +300,8 @@ def _with_metrics(cell, report):
 
 
 def exit_code(cells):
-    """The sweep's exit code (see ``EXIT_RULE``): the largest of the cells' exit codes."""
+    """The sweep's exit code: the largest of the cells' exit codes (``qbench sweep --help``
+    says it: ``cli.sweep.EXIT_RULE``)."""
     return max((c.exit_code for c in cells), default=EXIT_PASS)
 
 
