@@ -37,6 +37,37 @@ _CPUINFO_ALIASES = {
     "fpu": "x87",
     "ospke": "pku",
 }
+# aarch64 /proc/cpuinfo "Features" -> LLVM feature, where the names differ by more than '_',
+# '-' and '.'; only to suggest the LLVM spelling of a mistyped ``mattr`` feature
+# (``cpuinfo_alias``), the host's own flags are read through ``_CPUINFO_ALIASES``
+_AARCH64_CPUINFO_ALIASES = {
+    "asimd": "neon",
+    "asimddp": "dotprod",
+    "asimdhp": "fullfp16",
+    "fphp": "fullfp16",
+    "asimdrdm": "rdm",
+    "atomics": "lse",
+    "svei8mm": "i8mm",
+    "svebf16": "bf16",
+    "sha1": "sha2",
+    "pmull": "aes",
+    "lrcpc": "rcpc",
+    "ilrcpc": "rcpc-immo",
+    "dcpop": "ccpp",
+    "dcpodp": "ccdp",
+    "jscvt": "jsconv",
+    "fcma": "complxnum",
+    "flagm2": "altnzcv",
+    "frint": "fptoint",
+    "rng": "rand",
+    "paca": "pauth",
+    "pacg": "pauth",
+    "sveaes": "sve-aes",
+    "svebitperm": "sve2-bitperm",
+    "svesha3": "sve2-sha3",
+    "svesm4": "sve2-sm4",
+    "crc32": "crc",
+}
 # LLVM features implied by others the CPU reports
 _IMPLIED = {"sse4.2": ("crc32",), "avx512f": ("evex512",)}
 # LLVM features of instructions that code generated from TIR never contains (system, cache
@@ -75,6 +106,21 @@ def _tvm_target(target_json):
 
 def _normal(name):
     return re.sub(r"[-_.]", "", name.lower())
+
+
+def cpuinfo_alias(flag):
+    """The LLVM feature a ``/proc/cpuinfo`` flag names under another word (x86 ``sha_ni`` ->
+    ``sha``, aarch64 ``asimddp`` -> ``dotprod``), or None; spellings that differ only by
+    '_', '-' and '.' (``avx512_vnni``, ``avx512vnni``) are not listed: compare them by
+    ``normal``."""
+    flag = flag.lower()
+    return _CPUINFO_ALIASES.get(flag) or _AARCH64_CPUINFO_ALIASES.get(flag)
+
+
+def normal(name):
+    """A feature name as lower case without '-', '_' and '.': ``/proc/cpuinfo``'s and
+    LLVM's spellings of one feature compare equal (``avx512_vnni``, ``avx512vnni``)."""
+    return _normal(name)
 
 
 def llvm_features_of_flags(flags):

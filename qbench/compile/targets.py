@@ -10,6 +10,7 @@ import json
 import re
 
 from ..core.errors import UserError
+from . import targetcheck
 from .features import AMX_FEATURES, SYSTEM_FEATURES, amx_ready, host_lacks
 from .kernels.gpu import TARGET_DEFAULTS
 
@@ -70,29 +71,34 @@ class Llvm:
 
     @staticmethod
     def check(target, text, runs_here=True):
-        """Refuse llvm targets this machine cannot build for (UserError): malformed dicts and
-        an unknown ``mcpu``; and, when the build is to run here (``runs_here``), another
-        architecture or OS, and any instruction set the target's code may use that this CPU
-        lacks (it would die of SIGILL)."""
+        """Refuse llvm targets this machine cannot build for (UserError), the whole dict
+        before any work (``targetcheck``): a key qbench does not check, a value of the wrong
+        type, an ``mtriple`` no device loads, an ``mcpu`` or ``mattr`` feature LLVM does not
+        know (LLVM would ignore it); a foreign triple this machine cannot link; and, when the
+        build is to run here (``runs_here``), another architecture or OS, and any
+        instruction set the target's code may use that this CPU lacks (it would die of
+        SIGILL)."""
         import platform
 
         import tvm
         from tvm.target import codegen
 
-        cores = target.get("num-cores", 1)
-        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
-            raise UserError(f"--target {text}: num-cores must be a whole number >= 1")
+        targetcheck.check_keys(target, "llvm", text)
+        targetcheck.check_llvm_values(target, text)
+        if "mtriple" in target:
+            targetcheck.check_triple(target["mtriple"], text)
+        # TVM's default triple is LLVM's system triple; the names are checked before a
+        # TVM target is made of them (its Arm parser hands mattr to LLVM, which warns)
+        triple = str(target.get("mtriple") or codegen.llvm_get_system_triple())
+        if "mcpu" in target:
+            targetcheck.check_cpu(target["mcpu"], triple, text)
+        targetcheck.check_mattr(target.get("mattr", []), triple, text)
         try:
             tvm_target = tvm.target.Target(target)
         except Exception as e:  # noqa: BLE001  (TVM raises ValueError, TypeError, ...)
             raise UserError(f"--target {text}: not a valid llvm target ({e})") from e
-        triple = str(tvm_target.attrs.get("mtriple") or codegen.llvm_get_system_triple())
-        if "mcpu" in target and not codegen.llvm_is_valid_cpu(str(target["mcpu"]), triple):
-            raise UserError(
-                f"--target {text}: mcpu {target['mcpu']!r} unknown to LLVM for {triple}; this "
-                f"machine is {codegen.llvm_get_system_cpu()!r}"
-            )
         if not runs_here:
+            targetcheck.check_linker(triple, text)
             return target
         machine, system = platform.machine(), platform.system().lower()
         if not triple.startswith(machine) or system not in triple:
@@ -174,9 +180,17 @@ class Cuda:
 
     @staticmethod
     def check(target, text, runs_here=True):
-        """A cuda dict with its ``arch`` (read from GPU 0 when not given; a build-only
-        target must give it) and the thread and shared-memory limits MetaSchedule's rules
+        """A cuda dict of the keys qbench checks (``targetcheck.CUDA_KEYS``) with its
+        ``arch`` (read from GPU 0 when not given; a build-only target must give it) and the
+        thread and shared-memory limits MetaSchedule's rules
         read (``kernels.gpu.TARGET_DEFAULTS`` where not given)."""
+        targetcheck.check_keys(target, "cuda", text)
+        for key in targetcheck.CUDA_INT_KEYS:
+            value = target.get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UserError(
+                    f"--target {text}: not a valid cuda target: {key} must be a whole number >= 1"
+                )
         if "arch" not in target:
             target["arch"] = Cuda.arch()
         if not re.fullmatch(r"sm_\d{2,3}[a-z]?", str(target["arch"])):
@@ -271,12 +285,12 @@ def _remote_target(text, threads, device):
     if text == "llvm":
         return remote_target(device, threads)
     target = parse_target(text, threads, runs_here=False)
-    arch = str(target.get("mtriple", "")).split("-")[0]
-    if target["kind"] != "llvm" or arch != device.triple.split("-")[0]:
+    if target["kind"] != "llvm" or "mtriple" not in target:
         raise UserError(
             f"--target {text}: {device.name} runs {device.triple}; give --target llvm (its "
             f"own CPU) or an llvm dict with an mtriple of {device.triple.split('-')[0]}"
         )
+    targetcheck.check_device_triple(device.triple, target["mtriple"], device.name, text)
     return target
 
 
