@@ -133,7 +133,7 @@ def measure(model_name, batch, args):
             reduced = prepare(bench_options(model_name, batch, args, tmp, quant=quant, **extra))
         found, tuned = runners(p, calib, reduced)
     rows, eager, medians = [], None, {}
-    fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels["cpu_class"], args.peaks)
+    fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels.cpu_class, args.peaks)
     timed = timing.Rounds(args.warmup, args.repeat).time(
         [r for _, r in found if not isinstance(r, str)], x
     )
@@ -173,8 +173,8 @@ def measure(model_name, batch, args):
         )
     print(f"{model_name} batch {batch}: timing {timing.describe(timed.protocol)}", file=sys.stderr)
     print(
-        f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned['source']} "
-        f"({tuned['records']} user records, {tuned['pretuned_records']} pre-tuned)",
+        f"{model_name} batch {batch}: {macs / 1e9:.3f} GMAC per batch, tuning: {tuned.source} "
+        f"({tuned.records} user records, {tuned.pretuned_records} pre-tuned)",
         file=sys.stderr,
     )
     return rows

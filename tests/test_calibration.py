@@ -1,8 +1,13 @@
-"""Calibration oracles: every expected range is recomputed here with numpy."""
+"""Calibration oracles: every expected range is recomputed here with numpy (degenerate
+histograms C11, non-finite values C12, an activation's own range C09); the calibration
+cache follows the graph (C17)."""
 
 import numpy as np
 import pytest
 import torch
+from fieldcases import SMALL_MODELS
+from helpers import quantize_tiny, randn
+from torch import nn
 
 from qbench.calibration import make_collector
 from qbench.calibration.histogram import NUM_BINS, AbsHistogram
@@ -101,12 +106,15 @@ def test_histogram_memory_does_not_grow():
     assert h.counts.shape == (NUM_BINS,)
 
 
-def test_c11a_constant_values_kl_threshold_is_the_value():
+def test_kl_threshold_of_constant_values_is_the_value():
+    """C11 (a): 1000 values all equal to 2.0: the KL threshold is 2.0, with no NaN."""
     r = collect("kl_divergence", np.full(1000, 2.0)).compute_range()
     assert r.hi == 2.0 and np.isfinite(r.lo)
 
 
-def test_c11b_all_zero_first_batch_then_randn():
+def test_kl_histogram_of_an_all_zero_first_batch_merges_as_if_built_at_once():
+    """C11 (b): an all-zero first batch, then three of ReLU(randn): the streamed histogram
+    equals the one built from all batches at once, and the threshold is positive."""
     batches = [np.zeros((4, 8, 6, 6))] + [
         np.maximum(RNG.standard_normal((4, 8, 6, 6)), 0) for _ in range(3)
     ]
@@ -121,7 +129,9 @@ def test_c11b_all_zero_first_batch_then_randn():
     assert r.hi > 0 and np.isfinite(r.hi)
 
 
-def test_c12_nonfinite_values_are_excluded_and_recorded():
+def test_nonfinite_values_are_excluded_and_recorded_by_every_collector():
+    """C12: a NaN and an inf in two batches are left out of every collector's range and
+    recorded with their batches."""
     batches = [RNG.standard_normal((4, 3, 8, 8)) for _ in range(4)]
     batches[1][0, 0, 0, 0] = np.nan
     batches[3][2, 1, 3, 3] = np.inf
@@ -179,3 +189,71 @@ def test_linear_on_tokens_is_calibrated_on_every_token_of_the_real_images(n_vali
     real = x[:n_valid]
     assert r.observed_min == pytest.approx(float(real.min()))
     assert r.observed_max == pytest.approx(float(real.max()))
+
+
+def test_silus_own_output_range_is_calibrated():
+    """C09 (a): the range calibrated after SiLU is SiLU's own output's, about [-0.28, 8], not
+    its input's."""
+    torch.manual_seed(9)
+    model = nn.Sequential(nn.SiLU(), nn.Conv2d(16, 8, 1)).eval()
+    calib = [
+        np.random.default_rng(s).uniform(-8, 8, (1, 16, 8, 8)).astype(np.float32) for s in range(4)
+    ]
+    q = quantize_tiny(model, calib)
+    r = q.ranges[q.layers[0].name]
+    x = np.concatenate(calib)
+    silu = x / (1 + np.exp(-x))  # SiLU's own output, computed independently
+    assert r.lo == pytest.approx(silu.min(), abs=1e-5) and r.lo > -0.3
+    assert r.hi == pytest.approx(silu.max(), abs=1e-5)
+
+
+def test_nonfinite_calibration_values_are_excluded_and_counted():
+    """C12: a NaN and an inf in two calibration batches are excluded and counted with their
+    batches; every scale is finite and positive, and so is the INT8 output."""
+    torch.manual_seed(12)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 1)).eval()
+    calib = [randn(4, 3, 8, 8, seed=s) for s in range(4)]
+    calib[1][0, 0, 0, 0] = np.nan
+    calib[2][1, 2, 3, 3] = np.inf
+    q = quantize_tiny(model, calib)
+    first = q.ranges[q.layers[0].name]
+    assert first.nonfinite == 2 and first.nonfinite_batches == [1, 2]
+    for plan in q.plans:
+        assert np.isfinite(plan.act.scale) and plan.act.scale > 0
+    assert np.isfinite(q.run("int8", randn(4, 3, 8, 8, seed=50))).all()
+
+
+def _prepare(tmp_path, model_spec):
+    from qbench.pipeline import RunOptions
+    from qbench.pipeline.prepare import prepare
+    from qbench.quantize import QuantConfig
+
+    opts = RunOptions(
+        model=model_spec, data="synthetic", calib_size=2, eval_size=2, batch_size=2,
+        cache_dir=str(tmp_path / "cal"), reports_dir=str(tmp_path / "rep"),
+        tuning_db=str(tmp_path / "db"), quant=QuantConfig(calib_mode="max"),
+    )  # fmt: skip
+    return prepare(opts)
+
+
+def test_a_changed_forward_recalibrates(tmp_path, small_models):
+    """C17: a stale calibration cache: once forward() computes x * 8 instead of x * 1, the
+    cache misses and the first layer's range grows 8 times."""
+    first = _prepare(tmp_path, f"{small_models}:scaled")
+    small_models.write_text(SMALL_MODELS.replace("FACTOR", "8.0"))
+    second = _prepare(tmp_path, f"{small_models}:scaled")
+    assert not second.calibration.cache_hit
+    name = first.layers[0].name
+    grow = second.ranges[name].hi / first.ranges[name].hi
+    assert grow == pytest.approx(8.0, rel=1e-4)
+
+
+def test_cache_key_follows_the_graph_not_the_names(tmp_path, small_models):
+    """C17: the same graph hits the calibration cache; a changed op misses it, under another
+    key."""
+    first = _prepare(tmp_path, f"{small_models}:scaled")
+    assert _prepare(tmp_path, f"{small_models}:scaled").calibration.cache_hit  # same graph
+    small_models.write_text(SMALL_MODELS.replace("FACTOR", "1.0").replace("x * 1.0", "x + 0.5"))
+    third = _prepare(tmp_path, f"{small_models}:scaled")
+    assert not third.calibration.cache_hit
+    assert third.calibration.cache_key != first.calibration.cache_key

@@ -166,7 +166,7 @@ def test_broken_files_exit_2(tmp_path, capsys, model_file):
         (["--model", str(tmp_path / "bad.pt2")], "not a saved torch.export program"),
         (
             ["--model", f"{model_file}:build", "--weights", str(tmp_path / "bad.pth")],
-            "not a state dict",
+            "not a readable state dict",
         ),
         (
             ["--model", f"{model_file}:build", "--reports-dir", str(model_file)],

@@ -460,13 +460,12 @@ def test_a_stopped_search_is_reached_only_when_the_held_out_images_cannot_refute
 def test_a_target_of_100_percent_says_no_number_of_held_out_images_can_show_it():
     """images_needed(1.0) is None (no count's interval reaches 100 %): the summary says so
     rather than dropping the warning."""
-    from qbench.report.diagnosis import summary
+    from qbench.calibration.calibrate import CalibrationInfo
+    from qbench.report.diagnosis import DiagnosisReport, FallbackRecord, FallbackStep, summary
 
-    step = {"layer": None, "accepted": True, "top1_agreement": 1.0, "logits_sqnr_db": 30.0}
-    fb = {"target": 1.0, "held_out_images": 16, "needed_images": None, "min_gain_db": 0.5}
-    fb |= {"reached": True, "stop": "target reached", "kept_fp32": [], "steps": [step]}
-    fb["latency_ms"] = None
-    report = {"model": "m", "int8_layers": 3, "images": 8, "calibration": {"mode": "max"}}
-    report |= {"top1_agreement": None, "logits_sqnr_db": 30.0, "wall_s": 1.0, "fallback": fb}
+    step = FallbackStep(None, True, 1.0, 16, 16, (0.79, 1.0), 30.0)
+    fb = FallbackRecord(1.0, 16, None, 0.5, True, "target reached", (), (step,))
+    cal = CalibrationInfo("k", "cal", False, 8, "max", {})
+    report = DiagnosisReport("m", cal, {}, 8, 3, 30.0, None, (), (), fb, (), 1.0)
     lines = summary(report)
     assert "16 held-out images cannot show 1.0: no number of images can" in "\n".join(lines)

@@ -1,4 +1,5 @@
-"""Report writing: atomic folders, JSON without NaN, a readable Markdown."""
+"""Report writing: atomic folders, JSON without NaN, a readable Markdown, and the report
+files the help names."""
 
 import json
 from dataclasses import replace
@@ -31,13 +32,16 @@ def test_to_json_writes_nonfinite_as_null():
     }
 
 
-def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
+def test_the_latency_table_marks_slower_int8_and_counts_added_ops():
+    """C07: a depthwise conv -> BatchNorm -> ReLU -> 1x1 conv, where INT8 may be slower than
+    FP32: the latency table shows the per-round ratio, says when INT8 does not pay off, and
+    the casts and pads the INT8 graph added are counted."""
     import numpy as np
     import torch
-    from helpers import LLVM, quantize_tiny
+    from helpers import LLVM, loaded_vm, quantize_tiny
     from torch import nn
 
-    from qbench.compile import build, targets
+    from qbench.compile import targets
     from qbench.measure import timing
     from qbench.measure.metrics import latency_stats
     from qbench.measure.results import Latency, RunnerResult
@@ -58,7 +62,7 @@ def test_c07_latency_table_marks_slower_int8_and_counts_added_ops():
     ]
     q = quantize_tiny(model, calib)
     found = [
-        TVMRunner(build.build(mod, LLVM).vm, targets.device_for(LLVM), 1, (32, 64, 64), name)
+        TVMRunner(loaded_vm(mod), targets.device_for(LLVM), 1, (32, 64, 64), name)
         for name, mod in (("tvm_fp32", q.fp32_mod), ("tvm_int8", q.int8_mod))
     ]
     timed = timing.Rounds(warmup=2, repeat=20).time(found, calib[0]).samples_ms
@@ -166,8 +170,10 @@ def report_json():
         },  # fmt: skip
         "config": {"batch_size": 8},
         "precision": {"integer_ops": "conv2d, matmul", "between_layers": "float32"},
-        "calibration": {"cache_hit": False, "mode": "max"},
-        "tuning": {"source": "none", "records": 0, "database": "db", "pretuned_records": 0},
+        "calibration": {"cache_key": "0" * 24, "cache_dir": "cal", "cache_hit": False}
+        | {"images": 32, "mode": "max", "params": {}},
+        "tuning": {"source": "none", "records": 0, "database": "db", "pretuned_records": 0}
+        | {"pretuned_database": None, "fresh": {}},
         "graph": {"int8_added_ops": added},
         "int8_kernels": {
             "cpu_class": "AVX2",
@@ -318,13 +324,14 @@ def test_environment_line_names_cpu_threads_versions_and_target():
 
 
 def test_int8_kernel_paths_are_named_with_the_cpu_class():
+    from qbench.compile.info import Int8Kernels
     from qbench.report.lines import int8_kernels_line
 
-    info = {"cpu_class": "AVX2", "paths": {"conv2d avx2": 48, "conv2d default": 2}}
+    info = Int8Kernels("AVX2", {"conv2d avx2": 48, "conv2d default": 2})
     assert int8_kernels_line(info) == (
         "CPU class AVX2; INT8 layers by kernel: conv2d avx2 48, conv2d default 2"
     )
-    assert int8_kernels_line({"cpu_class": "cuda", "paths": {}}).endswith("by kernel: none")
+    assert int8_kernels_line(Int8Kernels("cuda", {})).endswith("by kernel: none")
 
 
 def test_environment_line_names_the_timing_protocol_and_its_settings():
@@ -361,3 +368,16 @@ def test_precision_names_the_requantize_scheme_and_simulation():
     assert "integer requantize" in built["integer_ops"] and "multiplier" in built["integer_ops"]
     assert built["between_layers"].startswith("uint8 from one such layer")
     assert "SIMULATED" in simulated["integer_ops"] and "float32" in simulated["between_layers"]
+
+
+def test_help_names_every_report_file(capsys, tiny_run):
+    """Issue 20: the help names report.md, report.json and report.html, and they are what a
+    run writes (the session's shared ``tiny_run``)."""
+    from qbench.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("report.md", "report.json", "report.html"))
+    written = {p.name for p in tiny_run.folder.iterdir()}
+    assert {"report.md", "report.json", "report.html"} <= written

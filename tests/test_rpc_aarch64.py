@@ -103,7 +103,7 @@ def test_the_arm_int8_build_under_qemu_gives_the_integer_reference_logits(tmp_pa
         )
         p = prepare(opts)
         assert p.device.name.startswith(f"rpc key aarch64, server 127.0.0.1:{port}, aarch64")
-        assert p.int8_kernels["paths"] == {"conv2d neon_dot": 2, "matmul neon_dot": 1}
+        assert p.int8_kernels.paths == {"conv2d neon_dot": 2, "matmul neon_dot": 1}
         arm = build.build(p.int8_mod, p.target, (), p.device, "int8")
         host = targets.Llvm.host(1)
         reference = build.compile(p.int8_mod, host, (), hand_kernels=False)

@@ -137,10 +137,12 @@ def test_non_finite_reference_logits_fail_the_sign_off():
 # One image, K = 10, distinct logits; INT8 moves the last logit from -5 to -4.5 (order kept).
 REF = [[4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0]]
 NOISY = [[4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0, -4.5]]
-# Signal: 16 + 9 + 4 + 1 + 0 + 1 + 4 + 9 + 16 + 25 = 85; noise 0.5^2 = 0.25.
-NOISY_SQNR_DB = 10 * math.log10(85 / 0.25)  # 25.31 dB
-# ref . out = 85 - 5 x 0.5 = 82.5; |out|^2 = 85 - 25 + 4.5^2 = 80.25.
-NOISY_COSINE = 82.5 / math.sqrt(85 * 80.25)  # 0.99890
+# Judged on centred logits (each row less its mean; metrics.judged): ref's mean is -0.5, so
+# r = [4.5, 3.5, ..., -4.5], signal 2 x (4.5^2 + 3.5^2 + 2.5^2 + 1.5^2 + 0.5^2) = 82.5; out's
+# mean is -0.45, so the noise d = [-0.05] x 9 + [0.45]: 9 x 0.0025 + 0.2025 = 0.225.
+NOISY_SQNR_DB = 10 * math.log10(82.5 / 0.225)  # 25.64 dB
+# r . d = -0.05 x 4.5 + 0.45 x -4.5 = -2.25: r . o = 80.25; |o|^2 = 82.5 - 4.5 + 0.225 = 78.225.
+NOISY_COSINE = 80.25 / math.sqrt(82.5 * 78.225)  # 0.99895
 
 
 def test_sqnr_passes_at_its_limit_and_fails_above_it():

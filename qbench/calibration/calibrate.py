@@ -4,22 +4,74 @@ The cache lives in ``<cache_dir>/<key>.json``; the key is a sha256 over everythi
 ranges depend on: what the graph computes (``frontend.graph_digest``: operators, shapes,
 weights, TVM version), model name and weights digest, the decoded calibration pixels in
 order, preprocessing, mode and its parameters, batch size and the cache format version.
+
+``CalibrationInfo`` is how the ranges were found: the report's ``calibration`` section.
 """
 
 import hashlib
 import json
 import logging
 import math
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from tqdm import tqdm
 
 from ..core.atomic import write_json
+from ..core.schema import need
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 6  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped;
 # 6: no clipping counted in the top bin when the range reaches the largest value
+
+
+@dataclass(frozen=True)
+class CalibrationInfo:
+    """How a run's activation ranges were found: ``report.json``'s ``calibration``.
+
+    Attributes:
+        cache_key: the ranges' cache key (``cache_key``: 24 hex digits of a sha256).
+        cache_dir: the cache folder (the ranges are in ``<cache_dir>/<cache_key>.json``).
+        cache_hit: the ranges came from the cache (nothing was measured).
+        images: calibration images.
+        mode: the calibration mode (``collectors.MODES``).
+        params: the mode's collector parameters ({name: value}, ``QuantConfig.collector_params``).
+        seconds: wall time of the measurement, s; None on a cache hit (the JSON leaves it out).
+        weight_rounding: the weight rounding as built, in words (``refine.refine``: ``"nearest"``,
+            ``"gptq (32 images, 20 of 20 layers)"``, ``"nearest (GPTQ ...)"`` when skipped);
+            None before the INT8 rewrite (the JSON leaves it out).
+        bias_correction: the bias correction as built, in words (``"off"``, ``"on (32
+            images)"`` or why it was skipped); None as ``weight_rounding``.
+    """
+
+    cache_key: str
+    cache_dir: str
+    cache_hit: bool
+    images: int
+    mode: str
+    params: dict
+    seconds: float | None = None
+    weight_rounding: str | None = None
+    bias_correction: str | None = None
+
+    OPTIONAL = ("seconds", "weight_rounding", "bias_correction")  # left out of the JSON when None
+
+    def to_json(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: v for k, v in d.items() if k not in self.OPTIONAL or v is not None}
+
+    @classmethod
+    def from_json(cls, d, where="calibration"):
+        """Read the dict back; ``seconds``, ``weight_rounding`` and ``bias_correction`` may
+        be absent (a cache hit; reports before the refinements).
+
+        Raises:
+            UserError: another field is missing; the message names it.
+        """
+        optional = {k: d.get(k) for k in cls.OPTIONAL} if isinstance(d, dict) else {}
+        required = [f.name for f in fields(cls) if f.name not in cls.OPTIONAL]
+        return cls(**{k: need(d, k, where) for k in required}, **optional)
 
 
 def cache_key(**parts):

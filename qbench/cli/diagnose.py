@@ -34,7 +34,7 @@ def run(args):
     print("\n".join(summary(report)))
     print(sensitive_table(report))
     print(f"\nreports: {out / 'diagnose.md'}  {out / 'diagnose.json'}")
-    if "fallback" not in report:
+    if report.fallback is None:
         return EXIT_PASS
     print(f"FP32 layers: {out / 'skip_layers.txt'} (qbench run --skip-layers @FILE)")
-    return EXIT_PASS if report["fallback"]["reached"] else EXIT_FAIL
+    return EXIT_PASS if report.fallback.reached else EXIT_FAIL

@@ -24,7 +24,7 @@ def run(args):
     opts = run_options(args)
     tuning_remote(opts)  # before any work: --rpc alone cannot tune
     prepared = prepare(opts)
-    print(f"tuning into {prepared.tuning['database']} (Ctrl-C stops at the next measurements)")
+    print(f"tuning into {prepared.tuning.database} (Ctrl-C stops at the next measurements)")
     opts, stopped = prepared.opts, set()
     for name, s in tune_graphs(
         prepared, opts.trials, opts.time_budget_min, opts.tune_graphs

@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 from ..measure.intervals import clopper_pearson
+from ..measure.metrics import judged, output_kind
 from ..quantize.bias import bias_shifts
 from ..quantize.fakequant import quantized
 from .energy import Energy
@@ -102,13 +103,13 @@ def diagnose(model, fakes, batches, sensitivity=True):
                 out = run(x)
                 for f in fakes:
                     stats[f.name].accumulated.add(fp32[f.name][1], seen[f.name][1])
-            logits.add(ref, out)
+            logits.add(*_judged(ref, out))
             agree += _agree(ref, out)
             images += len(x)
             bar.update(2)
             for f in fakes if sensitivity else ():
                 out = _logits(model, x, fakes, every - {f.index})
-                stats[f.name].sensitivity.add(ref, out)
+                stats[f.name].sensitivity.add(*_judged(ref, out))
                 stats[f.name].agree += _agree(ref, out)
                 bar.update(1)
     bar.close()
@@ -131,6 +132,14 @@ def _layer_alone(fakes, fp32, stats):
 def _logits(model, x, fakes, active):
     with quantized(model, fakes, active) as (run, _):
         return run(x)
+
+
+def _judged(ref, out):
+    """The model outputs ``ref`` and ``out`` (N, K) in the space the run's error is judged in
+    (``measure.metrics.judged``: centred logits, whether the model ends in logits,
+    probabilities or log-probabilities), so that the logits SQNR here is the report's."""
+    kind = output_kind(ref.detach().double().numpy())
+    return [torch.from_numpy(judged(t.detach().double().numpy(), kind)) for t in (ref, out)]
 
 
 def _agree(ref, out):
@@ -248,7 +257,7 @@ def _score(model, fakes, batches, refs, active):
     with torch.no_grad():
         for x, ref in zip(batches, refs, strict=True):
             out = _logits(model, x, fakes, active)
-            energy.add(ref, out)
+            energy.add(*_judged(ref, out))
             agree += _agree(ref, out)
     return agree, sum(len(x) for x in batches), energy.sqnr_db
 

@@ -56,6 +56,16 @@ def judged_space(kind):
     return AS_IS if kind == SINGLE else CENTRED
 
 
+def output_of(results):
+    """(what the model's output is, the space its error was judged in) of a run's
+    {runner name: ``results.RunnerResult``}: PyTorch FP32's ``output_kind`` metric and its
+    ``judged_space``. A report from before outputs were told apart has no ``output_kind``:
+    it read them as logits, judged as is."""
+    ref = results.get("pytorch_fp32")
+    kind = ref.metrics.get("output_kind") if ref is not None else None
+    return (LOGITS, AS_IS) if kind is None else (kind, judged_space(kind))
+
+
 def judged(out, kind):
     """``out`` (N, K) in the space its kind is judged in (``judged_space``), float64.
 

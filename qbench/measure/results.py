@@ -2,47 +2,16 @@
 metrics (``RunnerResult``) and the latency ratios (``Speed``), the sections of
 ``report.json`` that ``report.result.RunResult`` holds under ``results`` and ``speed``.
 
-Also what every part of ``report.json`` reads it with (``need``, ``plain``, ``Flat``), here
-because this is the first stage whose dataclasses make up the report; the sign-off's
-(``signoff.verdict``) and the whole report (``report.result``) come in later stages.
-
-Schema versions of ``report.json`` (``SCHEMA_VERSION``): 2 added ``definition`` (what
-defines the run, with its sha256 ``digest``; see ``provenance.definition``),
-``environment.qbench_commit`` and, per runner, ``results[name]["per_image"]`` (0/1 lists in
-evaluation order: ``top1_match`` with PyTorch's top-1 for the TVM runners, ``top1_correct``
-against the label when labelled), which ``qbench compare`` needs for its paired tests. 1:
-the first layout.
+They read and write themselves with ``core.schema``'s ``need``, ``plain`` and ``Flat``, which
+every typed part of ``report.json`` shares; ``core.schema`` also holds ``SCHEMA_VERSION`` and
+the report's schema history. Both are importable from here as before.
 """
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
-from ..core.errors import UserError
+from ..core.schema import SCHEMA_VERSION, Flat, need, plain
 
-SCHEMA_VERSION = 2
-
-
-def need(d, key, where):
-    """``d[key]``, or a ``UserError`` naming the missing field by its dotted path (``where``:
-    the path of ``d`` in ``report.json``, "" at the top)."""
-    if not isinstance(d, dict) or key not in d:
-        path = f"{where}.{key}" if where else key
-        raise UserError(
-            f"report: missing field {path}; valid: a qbench report.json of schema_version "
-            f"{SCHEMA_VERSION}"
-        )
-    return d[key]
-
-
-def plain(cls, d, where):
-    """An instance of the flat dataclass ``cls`` from ``d``, every field required."""
-    return cls(**{f.name: need(d, f.name, where) for f in fields(cls)})
-
-
-class Flat:
-    """A flat dataclass whose JSON is its fields in order."""
-
-    def to_json(self):
-        return asdict(self)
+__all__ = ["SCHEMA_VERSION", "Flat", "Latency", "Ratio", "RunnerResult", "Speed", "need", "plain"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +37,10 @@ class RunnerResult:
         metrics: {metric name: value} (``metrics.compare_logits``: fractions in [0, 1] with
             their ``_count``/``_total``, ``max_abs_diff`` in logit units, ``cosine``
             (``metrics.mean_row_cosine``), ``sqnr_db`` in dB (``metrics.sqnr_db_or_none``),
-            ``nonfinite_logits``); keys a run could not compute are absent.
+            ``nonfinite_logits``; the last three on the space named by ``judged_space``,
+            ``metrics.judged``); PyTorch FP32's also ``output_kind`` (``metrics.output_kind``;
+            absent in older reports: logits judged as is, ``metrics.output_of``); keys a
+            run could not compute are absent.
         per_image: {``top1_match`` | ``top1_correct``: list of N 0/1 ints}
             (``metrics.per_image``).
         device: the device that ran it: ``host`` (this machine), or a remote device in

@@ -29,7 +29,9 @@ ELF_MACHINES = {3: "x86", 62: "x86-64", 40: "ARM", 183: "AArch64", 243: "RISC-V"
 
 def build_artefacts(p):
     """Compile ``p``'s (a ``prepared.Prepared``) TVM FP32 and INT8 graphs for ``p.target``
-    and export each. Returns ({file name: bytes}, the record: a dict for ``build.json``)."""
+    and export each. Returns ({file name: bytes}, the record: ``build.json``'s dict with
+    its ``calibration`` a ``CalibrationInfo`` and its ``int8_kernels`` an ``Int8Kernels``;
+    ``build_json`` gives the file's dict)."""
     import tvm
     from tvm import relax
 
@@ -67,6 +69,7 @@ def _triple(target):
 
 
 def _record(p, triple, built):
+    """The build's record (see ``build_artefacts``)."""
     return {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "qbench": __version__,
@@ -135,12 +138,17 @@ def _source(module):
     return ""
 
 
+def build_json(record):
+    """``build.json``'s dict of a build's record: its typed parts as their JSON."""
+    return {k: v.to_json() if hasattr(v, "to_json") else v for k, v in record.items()}
+
+
 def write_build(record, files, root):
     """Write the libraries, ``build.json`` and ``build.md`` into a new folder at once."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(record["model"]).name)
     out = Path(root) / f"{stamp}-{name}-{record['target']['kind']}-build"
-    text = {"build.json": to_json(record), "build.md": render_build(record)}
+    text = {"build.json": to_json(build_json(record)), "build.md": render_build(record)}
     return write_folder(out, files | text)
 
 
@@ -171,7 +179,8 @@ def render_build(record):
         for name, g in record["graphs"].items()
     ]
     heads = ["graph", "library", "size (MB)", "ELF machine", "kernels hand/tuned/default"]
-    paths = ", ".join(f"{k} {v}" for k, v in record["int8_kernels"]["paths"].items()) or "-"
+    kernels, calibration = record["int8_kernels"], record["calibration"]
+    paths = ", ".join(f"{k} {v}" for k, v in kernels.paths.items()) or "-"
     return (
         "\n\n".join(
             [
@@ -179,11 +188,11 @@ def render_build(record):
                 f"- target `{json.dumps(record['target'], sort_keys=True)}`, linked for "
                 f"{record['triple']}",
                 f"- layers built in INT8: {record['layers_int8']} of {record['layers']}; CPU class "
-                f"{record['int8_kernels']['cpu_class']}; INT8 layers by kernel: {paths}",
-                f"- calibration: {record['calibration']['mode']} on "
-                f"{record['calibration']['images']} images, on this machine",
+                f"{kernels.cpu_class}; INT8 layers by kernel: {paths}",
+                f"- calibration: {calibration.mode} on {calibration.images} images, on this "
+                "machine",
                 tabulate(rows, [*heads, "int8 instructions in the code"], tablefmt="github"),
-                *([AMX_NOTE] if record["int8_kernels"]["cpu_class"] == "AMX" else []),
+                *([AMX_NOTE] if kernels.cpu_class == "AMX" else []),
                 f"qbench {record['qbench']}, {record['created']}",
             ]
         )

@@ -11,7 +11,13 @@ from tqdm import tqdm
 from .. import data
 from ..core.progress import stage
 from ..measure import speed, timing
-from ..measure.metrics import accuracy_metrics, compare_logits, latency_stats, per_image
+from ..measure.metrics import (
+    accuracy_metrics,
+    compare_logits,
+    latency_stats,
+    output_kind,
+    per_image,
+)
 from ..measure.results import Latency, RunnerResult
 from ..measure.runners import TorchRunner
 from ..model import frontend
@@ -81,7 +87,7 @@ def _named(outcomes, keys):
 
 
 def _build_runners(p):
-    """Build TVM FP32 and TVM INT8. Returns (a new ``Prepared`` whose ``tuning["kernels"]``
+    """Build TVM FP32 and TVM INT8. Returns (a new ``Prepared`` whose ``tuning.kernels``
     holds {graph name: {schedule source: kernel count}}, the runners: PyTorch FP32 eager,
     TVM FP32, TVM INT8)."""
     runners = [TorchRunner(p.model.module, p.opts.batch_size, p.model.input_shape)]
@@ -91,7 +97,7 @@ def _build_runners(p):
             runner, kernels[name] = tvm_runner(p, mod, name)
         log.info("%s kernels by schedule: %s", name, kernels[name])
         runners.append(runner)
-    return replace(p, tuning={**p.tuning, "kernels": kernels}), runners
+    return replace(p, tuning=replace(p.tuning, kernels=kernels)), runners
 
 
 def _evaluate(runners, images, indices, model, batch_size):
@@ -113,21 +119,26 @@ def _evaluate(runners, images, indices, model, batch_size):
 def _results(runners, logits, labels, latency, margin, keys=None):
     """{runner name: ``RunnerResult``}: latency, metrics against PyTorch FP32's logits
     (``ref``) and per-image outcomes, flips split at the near-tie ``margin`` and named by
-    the evaluated images' ``keys`` (their files), where the data has them."""
+    the evaluated images' ``keys`` (their files), where the data has them. PyTorch FP32's
+    metrics name what its output is (``output_kind``: logits, probabilities,
+    log-probabilities, a single value); the others' say the space their error was judged
+    in (``judged_space``)."""
     ref = logits["pytorch_fp32"]
+    kind = output_kind(ref)
     results = {}
     for r in runners:
         if r.name == "pytorch_fp32":
             metrics = accuracy_metrics(ref, labels) if labels is not None else {}
             metrics["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
+            metrics["output_kind"] = kind
         else:
-            metrics = compare_logits(ref, logits[r.name], labels, margin)
+            metrics = compare_logits(ref, logits[r.name], labels, margin, kind)
         results[r.name] = RunnerResult(
             name=r.name,
             latency=Latency(**latency_stats(latency[r.name])),
             samples_ms=tuple(latency[r.name]),
             metrics=metrics,
-            per_image=_named(per_image(ref, logits[r.name], labels, margin), keys),
+            per_image=_named(per_image(ref, logits[r.name], labels, margin, kind), keys),
             device=r.device_name,
         )
     return results

@@ -7,8 +7,15 @@ from collections import Counter
 from dataclasses import asdict, replace
 
 from .. import data
-from ..calibration.calibrate import cache_key, calibrate_module, load_cached, save_cached
+from ..calibration.calibrate import (
+    CalibrationInfo,
+    cache_key,
+    calibrate_module,
+    load_cached,
+    save_cached,
+)
 from ..compile import build, targets, tuning
+from ..compile.info import Int8Kernels, TuningInfo
 from ..compile.kernels import select
 from ..core.atomic import check_writable
 from ..core.errors import UserError
@@ -84,9 +91,9 @@ def prepare(opts):
         )
     with stage("calibration") as st:
         ranges, cal = _calibrate(p)
-        miss = f"cache miss: {cal['mode']} on {cal['images']} images"
-        st.note = "cache hit" if cal["cache_hit"] else miss
-    log.info("calibration cache: %s/%s.json", cal["cache_dir"], cal["cache_key"])
+        miss = f"cache miss: {cal.mode} on {cal.images} images"
+        st.note = "cache hit" if cal.cache_hit else miss
+    log.info("calibration cache: %s/%s.json", cal.cache_dir, cal.cache_key)
     with stage("INT8 rewrite") as st:
         p, st.note = int8_rewrite(replace(p, ranges=ranges, calibration=cal), opts.quant)
     _warn_about_kernels(p)
@@ -128,7 +135,7 @@ def _warn_about_kernels(p):
     kernels in qbench (and the graph is not simulated), and that ``--reduce-range`` buys
     nothing on a target whose INT8 kernel is not the AVX2 one."""
     opts, target = p.opts, p.target
-    cpu_class = p.int8_kernels["cpu_class"]
+    cpu_class = p.int8_kernels.cpu_class
     if opts.quant.reduce_range and cpu_class != "AVX2":
         say(
             f"WARNING: --reduce-range on a CPU of class {cpu_class}: its INT8 kernels gain "
@@ -160,7 +167,7 @@ def int8_rewrite(p, quant):
     plans = make_plans(p.layers, p.ranges, quant)
     plans, refined = refine(plans, p.layers, quant, p.model, opts.batch_size, calib_x)
     int8_mod = rewrite(p.imported.mod, plans, quant.simulate)
-    calibration = {**p.calibration, **refined}
+    calibration = replace(p.calibration, **refined)
     applied = replace(  # what was built, for the report's config and definition
         quant,
         weight_rounding=quant.weight_rounding
@@ -174,8 +181,8 @@ def int8_rewrite(p, quant):
 
 
 def _int8_kernels_info(p, simulate):
-    """The report's ``int8_kernels``: the CPU class and the INT8 layers by kernel path
-    (``"conv2d avx2"``; ``"conv2d simulated"`` for a fake-quantized graph)."""
+    """The report's ``int8_kernels`` (``Int8Kernels``): the CPU class and the INT8 layers by
+    kernel path (``"conv2d avx2"``; ``"conv2d simulated"`` for a fake-quantized graph)."""
     target = p.target
     cpu_class = select.cpu_class(target) if target["kind"] == "llvm" else target["kind"]
     if simulate:
@@ -186,7 +193,7 @@ def _int8_kernels_info(p, simulate):
         paths = {k.removeprefix("int8 "): v for k, v in paths.items() if k.startswith("int8 ")}
     else:
         paths = {}
-    return {"cpu_class": cpu_class, "paths": dict(sorted(paths.items()))}
+    return Int8Kernels(cpu_class=cpu_class, paths=dict(sorted(paths.items())))
 
 
 def graphs(p):
@@ -195,19 +202,19 @@ def graphs(p):
 
 
 def tuning_databases(opts, target, fresh=None):
-    """(the database folders the builds apply, the report's ``tuning`` dict); ``fresh``:
-    {graph name: ``TuneSummary``} of a tuning done by this run, or None."""
+    """(the database folders the builds apply, the report's ``tuning``: a ``TuningInfo``
+    without ``kernels``); ``fresh``: {graph name: ``TuneSummary``} of a tuning done by this
+    run, or None."""
     folders, source = tuning.databases(opts.tuning_db, target)
     user, pretuned = tuning.db_dir(opts.tuning_db, target), tuning.pretuned_dir(target)
-    info = {
-        "source": ("fresh tuning + " if any(s.tuned for s in (fresh or {}).values()) else "")
-        + source,
-        "database": str(user),
-        "records": tuning.record_count(user),
-        "pretuned_database": str(pretuned) if pretuned else None,
-        "pretuned_records": tuning.record_count(pretuned) if pretuned else 0,
-        "fresh": {name: asdict(s) for name, s in fresh.items()} if fresh else {},
-    }
+    info = TuningInfo(
+        source=("fresh tuning + " if any(s.tuned for s in (fresh or {}).values()) else "") + source,
+        database=str(user),
+        records=tuning.record_count(user),
+        pretuned_database=str(pretuned) if pretuned else None,
+        pretuned_records=tuning.record_count(pretuned) if pretuned else 0,
+        fresh={name: asdict(s) for name, s in fresh.items()} if fresh else {},
+    )
     return folders, info
 
 
@@ -229,8 +236,9 @@ def tuning_remote(opts):
 
 
 def _calibrate(p):
-    """(ranges, the report's ``calibration`` dict) of a ``Prepared`` before calibration:
-    from the cache, else measured and cached."""
+    """(ranges, the report's ``calibration``: a ``CalibrationInfo`` before the INT8
+    rewrite) of a ``Prepared`` before calibration: from the cache, else measured and
+    cached."""
     opts, model, images, split = p.opts, p.model, p.images, p.split
     mod, layers, q = p.imported.mod, p.layers, opts.quant
     # the observer graph runs here: on this CPU when the builds run elsewhere or nowhere
@@ -248,14 +256,14 @@ def _calibrate(p):
         preprocess=asdict(model.preprocess),
     )
     ranges = load_cached(opts.cache_dir, key)
-    info = {
-        "cache_key": key,
-        "cache_dir": str(opts.cache_dir),
-        "cache_hit": ranges is not None,
-        "images": len(split.calib),
-        "mode": q.calib_mode,
-        "params": q.collector_params(),
-    }
+    info = CalibrationInfo(
+        cache_key=key,
+        cache_dir=str(opts.cache_dir),
+        cache_hit=ranges is not None,
+        images=len(split.calib),
+        mode=q.calib_mode,
+        params=q.collector_params(),
+    )
     if ranges is not None:
         return ranges, info
     t0 = time.time()
@@ -265,11 +273,11 @@ def _calibrate(p):
     ranges = calibrate_module(
         observer, mod, layers, batches, q.calib_mode, q.collector_params(), total
     )
-    info["seconds"] = round(time.time() - t0, 2)
+    info = replace(info, seconds=round(time.time() - t0, 2))
     save_cached(
         opts.cache_dir,
         key,
         ranges,
-        {"model": model.name, "weights": model.weights, "data": images.name, **info},
+        {"model": model.name, "weights": model.weights, "data": images.name, **info.to_json()},
     )
     return ranges, info

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 import tvm
 
+from ..calibration.calibrate import CalibrationInfo
 from ..calibration.collectors import Range
+from ..compile.info import Int8Kernels, TuningInfo
 from ..core.remote import Device
 from ..data.images import ImageSet
 from ..data.splits import Split
@@ -14,6 +16,7 @@ from ..model.graph import Layer
 from ..model.zoo import LoadedModel
 from ..quantize import QuantConfig
 from ..quantize.rewrite import LayerPlan
+from ..report.diagnosis import DiagnosisReport
 from .options import RunOptions
 
 
@@ -33,13 +36,13 @@ class Prepared:
         target: TVM target dict (``targets.parse_target``).
         imported, layers: the FP32 Relax import and its conv2d/matmul layers in graph order.
         databases, tuning: the MetaSchedule database folders the builds apply and the
-            report's ``tuning`` dict (``kernels``: {graph name: {schedule source: kernel
-            count}} once built).
-        ranges, calibration: {layer name: ``Range``} and the report's ``calibration`` dict.
+            report's ``TuningInfo`` (its ``kernels`` once built).
+        ranges, calibration: {layer name: ``Range``} and the report's ``CalibrationInfo``
+            (its ``weight_rounding`` and ``bias_correction`` once the INT8 graph is built).
         plans, int8_mod, int8_kernels: one ``LayerPlan`` per layer, the INT8 Relax module
-            and the report's ``int8_kernels`` dict (``cpu_class``, ``paths``).
-        diagnosis: the per-layer diagnosis report dict with ``--diagnose`` or
-            ``--accuracy-target``, else None.
+            and the report's ``Int8Kernels``.
+        diagnosis: the ``DiagnosisReport`` with ``--diagnose`` or ``--accuracy-target``,
+            else None.
         unaccounted: ``graph.unaccounted_calls``: the model's Conv2d/Linear calls no layer
             stands for (they run in FP32; the layer table counts them).
         device: the remote ``Device`` that runs the TVM builds, or None: this machine.
@@ -54,13 +57,13 @@ class Prepared:
     imported: Imported
     layers: list[Layer]
     databases: list
-    tuning: dict
+    tuning: TuningInfo
     quant: QuantConfig = None  # None only inside prepare, before the INT8 rewrite
     ranges: dict[str, Range] = None  # None only inside prepare, before calibration
-    calibration: dict = None  # idem
+    calibration: CalibrationInfo = None  # idem
     plans: list[LayerPlan] = None  # None only inside prepare, before the INT8 rewrite
     int8_mod: tvm.IRModule = None  # idem
-    int8_kernels: dict = None  # idem
-    diagnosis: dict = None
+    int8_kernels: Int8Kernels = None  # idem
+    diagnosis: DiagnosisReport = None
     unaccounted: tuple = ()
     device: Device = None

@@ -65,18 +65,19 @@ def latency_svg(results):
     return _svg(fig)
 
 
-def diagnosis_svg(diagnosis):
+def diagnosis_svg(report):
     """The diagnosis' SQNR of each INT8 layer's output against FP32, in graph order, for the
     four quantization cases of ``report.diagnosis.COLUMNS``; layers the FP32 fallback kept
     are shaded.
 
     Args:
-        diagnosis: ``RunResult.diagnosis`` (``layers``: rows with the ``*_sqnr_db`` keys in
-            dB, a missing or null value, e.g. an exact match, is not drawn).
+        report: ``RunResult.diagnosis``, a ``diagnosis.DiagnosisReport`` (``layers``: rows
+            with the ``*_sqnr_db`` keys in dB, a missing or null value, e.g. an exact match,
+            is not drawn).
     Returns:
         SVG text, or None when the diagnosis has no layers.
     """
-    rows = diagnosis.get("layers") or []
+    rows = report.layers
     if not rows:
         return None
     fig, ax = _figure(11, 4.5)
@@ -84,7 +85,7 @@ def diagnosis_svg(diagnosis):
     for key, label in SQNR_SERIES:
         y = [_finite(r.get(key)) for r in rows]
         ax.plot(x, y, marker="o", ms=3, label=label)
-    kept = set((diagnosis.get("fallback") or {}).get("kept_fp32", []))
+    kept = set(report.fallback.kept_fp32 if report.fallback is not None else ())
     for i, r in enumerate(rows):
         if r["layer"] in kept:
             ax.axvspan(i - 0.5, i + 0.5, color="tab:gray", alpha=0.2, lw=0)
@@ -101,28 +102,28 @@ def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
 
 
-def fallback_svg(fallback):
+def fallback_svg(record):
     """The FP32 fallback's path as accuracy against latency: one point per step that was
     timed (x: TVM INT8 median latency of one batch, ms; y: held-out top-1 agreement, %,
     with its 95 % Clopper-Pearson interval as an error bar), labelled by step number, the
     target as a dashed line.
 
     Args:
-        fallback: ``RunResult.diagnosis["fallback"]`` (``diagnose.run.fallback_record``).
+        record: ``RunResult.diagnosis.fallback``, a ``diagnosis.FallbackRecord``.
     Returns:
         SVG text, or None when fewer than two steps were timed.
     """
-    steps = [s for s in fallback.get("steps", []) if s.get("latency_ms") is not None]
-    if len(steps) < 2 or not all("top1_agreement_ci95" in s for s in steps):
+    steps = [s for s in record.steps if s.latency_ms is not None]
+    if len(steps) < 2:
         return None
     fig, ax = _figure(6, 3.6)
-    x = np.array([s["latency_ms"] for s in steps])
-    y = np.array([100 * s["top1_agreement"] for s in steps])
-    ci = np.array([[100 * v for v in s["top1_agreement_ci95"]] for s in steps])
+    x = np.array([s.latency_ms for s in steps])
+    y = np.array([100 * s.top1_agreement for s in steps])
+    ci = np.array([[100 * v for v in s.top1_agreement_ci95] for s in steps])
     ax.errorbar(x, y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o-", capsize=3)
     for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
         ax.annotate(str(i), (xi, yi), textcoords="offset points", xytext=(5, 5))
-    ax.axhline(100 * fallback["target"], ls="--", color="tab:red", label="target")
+    ax.axhline(100 * record.target, ls="--", color="tab:red", label="target")
     ax.set_xlabel("TVM INT8 latency of one batch (ms)")
     ax.set_ylabel("held-out top-1 agreement (%)")
     ax.legend(loc="lower right")

@@ -117,21 +117,21 @@ def verdict_block(signoff):
 
 
 def diagnosis_parts(diagnosis, attachments):
-    """The diagnosis' summary, its most sensitive layers, their input histograms (the PNGs
-    of ``attachments`` the diagnosis names) and the per-layer SQNR plot; nothing without a
-    diagnosis."""
+    """The summary of ``diagnosis`` (a ``diagnosis.DiagnosisReport``, or None), its most
+    sensitive layers, their input histograms (the PNGs of ``attachments`` the diagnosis
+    names) and the per-layer SQNR plot; nothing without a diagnosis."""
     from .diagnosis import TOP, diagnosis_title, path_table, sensitive_table, summary
 
-    if not diagnosis:
+    if diagnosis is None:
         return []
     svg = figures.diagnosis_svg(diagnosis)
-    fb = diagnosis.get("fallback")
+    fb = diagnosis.fallback
     path = []
-    if fb and "stop" in fb:  # reports before the path was recorded have none
+    if fb is not None:
         plot = figures.fallback_svg(fb)
         path = ["<h3>FP32 fallback path</h3>", _table(path_table(fb, "html"))]
         path += [plot] if plot else []
-    pngs = [attachments[n] for n in diagnosis.get("plots", []) if n in attachments]
+    pngs = [attachments[n] for n in diagnosis.plots if n in attachments]
     return _section(
         diagnosis_title(diagnosis),
         _list(summary(diagnosis), "summary"),

@@ -4,6 +4,7 @@ tuning, kernels) and the environment line."""
 import json
 
 from ..core.words import plural
+from ..measure.metrics import AS_IS, PROBABILITIES, SINGLE, output_of
 from ..measure.timing import describe
 from .tables import RUNNER_TITLES, unshown_why
 
@@ -66,6 +67,7 @@ def summary_lines(report):
     int8 = sum(la["dtype"] != "float32" for la in report.layers)
     lines.append(f"layers built in INT8: {int8} of {len(report.layers)}")
     lines.append(int8_kernels_line(report.int8_kernels))
+    lines.append(output_line(report.results))
     failed = [c.name for c in report.signoff.failed]
     lines.append(
         f"sign-off: {report.signoff.verdict}"
@@ -73,6 +75,34 @@ def summary_lines(report):
         + (f", NOT SHOWN: {unshown_words(report.signoff)}" if report.signoff.unshown else "")
     )
     return lines
+
+
+OUTPUT_WORDS = {  # metrics.output_kind: what it means
+    "logits": "logits",
+    "probabilities": "probabilities (non-negative rows that sum to 1)",
+    "log-probabilities": "log-probabilities (rows whose logsumexp is 0)",
+    "single value": "a single value per image",
+}
+
+
+def output_line(results):
+    """What the model returns and the space the INT8 and FP32 builds' error was judged in
+    (``metrics.output_of``), e.g. ``output: log-probabilities (rows whose logsumexp is 0);
+    max abs diff, cosine, SQNR and flip margins judged on centred logits (...)``."""
+    kind, space = output_of(results)
+    words = f"output: {OUTPUT_WORDS.get(kind, kind)}; "
+    if space != AS_IS:
+        value = "the log of each probability" if kind == PROBABILITIES else "each value"
+        return words + (
+            f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value} less "
+            "its row's mean: no per-row constant counts)"
+        )
+    if kind == SINGLE:
+        return words + "max abs diff, cosine and SQNR judged on it as is (no softmax)"
+    return words + (
+        "max abs diff, cosine, SQNR and flip margins judged as is (a report from before "
+        "output kinds were told apart)"
+    )
 
 
 def unshown_words(signoff):

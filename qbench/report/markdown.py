@@ -47,7 +47,7 @@ def render_markdown(report):
 def _fallback_lines(report):
     from .diagnosis import summary
 
-    return summary(report.diagnosis)[1:] if report.diagnosis else []
+    return summary(report.diagnosis)[1:] if report.diagnosis is not None else []
 
 
 def _diagnosis_parts(report):
@@ -57,15 +57,15 @@ def _diagnosis_parts(report):
     from .diagnosis import LEGEND, TOP, layer_table, path_table, sensitive_table, summary
 
     diagnosis = report.diagnosis
-    if not diagnosis:
+    if diagnosis is None:
         return []
     lines = "\n".join(f"- {line}" for line in summary(diagnosis))
     parts = [f"## {diagnosis_title(diagnosis)}", lines]
-    if "stop" in diagnosis.get("fallback", {}):
-        parts += ["FP32 fallback path:", path_table(diagnosis["fallback"])]
+    if diagnosis.fallback is not None:
+        parts += ["FP32 fallback path:", path_table(diagnosis.fallback)]
     parts += [f"The {TOP} most sensitive layers:"]
     parts += [sensitive_table(diagnosis)]
-    parts += [f"![input histogram]({png})" for png in diagnosis.get("plots", [])]
-    if diagnosis.get("plots"):
-        parts += ["### Every INT8 layer", layer_table(diagnosis["layers"]), LEGEND]
+    parts += [f"![input histogram]({png})" for png in diagnosis.plots]
+    if diagnosis.plots:
+        parts += ["### Every INT8 layer", layer_table(diagnosis.layers), LEGEND]
     return parts

@@ -2,17 +2,24 @@
 ``RunResult.to_json()``.
 
 The views (report.md, the console, report.html, sweep's summary, ``qbench compare`` and
-``history``) read these objects. Sections that are free-form (environment, definition,
-config, policy, calibration, tuning, layers, graph, int8_kernels, diagnosis) stay dicts as
-the report holds them; what the views and the comparisons compute with is typed: the
-measured parts (``measure.results``), the sign-off (``signoff.verdict``) and the model and
-data here. ``report.json``'s schema versions: ``measure.results.SCHEMA_VERSION``.
+``history``) read these objects. What the views and the comparisons compute with is typed,
+each part in the stage that owns it: the measured parts (``measure.results``), the sign-off
+(``signoff.verdict``), the calibration (``calibration.calibrate.CalibrationInfo``), the
+tuning and the INT8 kernels (``compile.info``: ``TuningInfo``, ``Int8Kernels``), the
+diagnosis (``report.diagnosis.DiagnosisReport``, with its fallback; its per-layer rows stay
+dicts) and the model and data here. The sections that only record the run (environment,
+definition, config, policy, precision, layers, graph) stay dicts as the report holds them.
+``report.json``'s schema versions: ``core.schema.SCHEMA_VERSION``.
 """
 
 from dataclasses import dataclass
 
-from ..measure.results import SCHEMA_VERSION, Flat, RunnerResult, Speed, need, plain
+from ..calibration.calibrate import CalibrationInfo
+from ..compile.info import Int8Kernels, TuningInfo
+from ..core.schema import SCHEMA_VERSION, Flat, need, plain
+from ..measure.results import RunnerResult, Speed
 from ..signoff.verdict import Verdict
+from .diagnosis import DiagnosisReport
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class DataInfo(Flat):
     seed: int
 
 
-# RunResult's dict sections, in report.json's order before "results"
+# RunResult's sections, in report.json's order before "results"
 SECTIONS = (
     "environment",
     "definition",
@@ -56,6 +63,13 @@ SECTIONS = (
     "graph",
     "int8_kernels",
 )
+READERS = {  # the typed sections' readers, {section: reader of its dict}
+    "model": lambda d: plain(ModelInfo, d, "model"),
+    "data": lambda d: plain(DataInfo, d, "data"),
+    "calibration": CalibrationInfo.from_json,
+    "tuning": TuningInfo.from_json,
+    "int8_kernels": Int8Kernels.from_json,
+}
 
 
 @dataclass(frozen=True)
@@ -68,12 +82,16 @@ class RunResult:
         definition: what defines the run and its sha256 ``digest`` (``provenance.definition``).
         model, data: ``ModelInfo``, ``DataInfo``.
         config: the run's options; policy: the ``--policy`` applied, or None; precision: the
-            integer ops and what runs between layers, in words; calibration, tuning: how the
-            ranges and the schedules were found; layers: one dict per conv2d/matmul layer;
-            graph: op counts of the FP32 and INT8 graphs; int8_kernels: the CPU class and
-            INT8 layers by kernel path.
+            integer ops and what runs between layers, in words.
+        calibration: how the ranges were found (``CalibrationInfo``).
+        tuning: the tuning databases applied and each build's kernels by schedule
+            (``TuningInfo``).
+        layers: one dict per conv2d/matmul layer; graph: op counts of the FP32 and INT8
+            graphs.
+        int8_kernels: the CPU class and the INT8 layers by kernel path (``Int8Kernels``).
         results: {runner name: ``RunnerResult``}, PyTorch FP32 first.
-        diagnosis: the per-layer diagnosis (``--diagnose``, ``--accuracy-target``), or None.
+        diagnosis: the per-layer diagnosis and its FP32 fallback (``--diagnose``,
+            ``--accuracy-target``; a ``DiagnosisReport``), or None.
         wall_time_s: the run's wall time, s.
         speed: the latency ratios (``Speed``), or None for a report without them.
         signoff: the ``Verdict``.
@@ -87,13 +105,13 @@ class RunResult:
     config: dict
     policy: dict | None
     precision: dict
-    calibration: dict
-    tuning: dict
+    calibration: CalibrationInfo
+    tuning: TuningInfo
     layers: list
     graph: dict
-    int8_kernels: dict
+    int8_kernels: Int8Kernels
     results: dict
-    diagnosis: dict | None
+    diagnosis: DiagnosisReport | None
     wall_time_s: float
     speed: Speed | None
     signoff: Verdict
@@ -118,7 +136,7 @@ class RunResult:
             value = getattr(self, name)
             d[name] = value.to_json() if hasattr(value, "to_json") else value
         d["results"] = {name: r.to_json() for name, r in self.results.items()}
-        d["diagnosis"] = self.diagnosis
+        d["diagnosis"] = None if self.diagnosis is None else self.diagnosis.to_json()
         d["wall_time_s"] = self.wall_time_s
         if self.speed is not None:
             d["speed"] = self.speed.to_json()
@@ -133,19 +151,21 @@ class RunResult:
             UserError: a field is missing; the message names it (e.g.
                 ``results.tvm_int8.latency``).
         """
-        kept = {name: need(d, name, "") for name in SECTIONS if name not in ("model", "data")}
+        sections = {
+            name: READERS[name](need(d, name, "")) if name in READERS else need(d, name, "")
+            for name in SECTIONS
+        }
         results = need(d, "results", "")
+        diagnosis = need(d, "diagnosis", "")
         return cls(
             created=need(d, "created", ""),
-            model=plain(ModelInfo, need(d, "model", ""), "model"),
-            data=plain(DataInfo, need(d, "data", ""), "data"),
             results={
                 name: RunnerResult.from_json(name, r, f"results.{name}")
                 for name, r in results.items()
             },
-            diagnosis=need(d, "diagnosis", ""),
+            diagnosis=None if diagnosis is None else DiagnosisReport.from_json(diagnosis),
             wall_time_s=need(d, "wall_time_s", ""),
             speed=Speed.from_json(d["speed"]) if d.get("speed") is not None else None,
             signoff=Verdict.from_json(need(d, "signoff", "")),
-            **kept,
+            **sections,
         )

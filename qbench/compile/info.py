@@ -1,0 +1,78 @@
+"""What a run's builds applied and chose, as ``report.json`` holds it: the tuning databases
+and the kernels' schedules (``TuningInfo``: ``tuning``) and the INT8 layers' kernel paths
+(``Int8Kernels``: ``int8_kernels``). Plain data, no TVM: the report stage reads them back."""
+
+from dataclasses import dataclass, fields
+
+from ..core.schema import Flat, need, plain
+
+
+@dataclass(frozen=True)
+class TuningInfo:
+    """The tuning databases a run's builds applied, and what each build's kernels took.
+
+    Attributes:
+        source: the databases applied, in words (``tuning.databases``: ``"user database"``,
+            ``"pre-tuned"``, ``"pre-tuned + user database"``, ``"none"``), with ``"fresh
+            tuning + "`` before it when this run tuned (``--tune``).
+        database: the user's database folder for the target (``tuning.db_dir``).
+        records: tuning records in it (``tuning.record_count``).
+        pretuned_database: the database qbench ships for the target, or None.
+        pretuned_records: tuning records in it (0 without one).
+        fresh: {graph name: ``tuner.TuneSummary`` as a dict (``tasks``, ``tuned``,
+            ``skipped`` and ``failed`` kernel counts, ``seconds`` in s, ``stopped``,
+            ``rejected``)} of this run's own tuning (``--tune``), else {}.
+        kernels: {graph name (``tvm_fp32``, ``tvm_int8``): {schedule source (``hand``: qbench's
+            hand-scheduled kernels, ``tuned``: a tuning record, ``default``: default
+            schedules): kernel count}, {} where not counted (not llvm)}
+            (``build.schedule_counts``); None before the builds (the JSON leaves it out).
+    """
+
+    source: str
+    database: str
+    records: int
+    pretuned_database: str | None
+    pretuned_records: int
+    fresh: dict
+    kernels: dict | None = None
+
+    @property
+    def tuned_kernels(self):
+        """Kernels of every build that took a tuning record (0 before the builds)."""
+        return sum(c.get("tuned", 0) for c in (self.kernels or {}).values())
+
+    def to_json(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        return d if self.kernels is not None else {k: v for k, v in d.items() if k != "kernels"}
+
+    @classmethod
+    def from_json(cls, d, where="tuning"):
+        """Read the dict back; ``kernels`` may be absent (before the builds).
+
+        Raises:
+            UserError: another field is missing; the message names it.
+        """
+        required = [f.name for f in fields(cls) if f.name != "kernels"]
+        kernels = d.get("kernels") if isinstance(d, dict) else None
+        return cls(**{k: need(d, k, where) for k in required}, kernels=kernels)
+
+
+@dataclass(frozen=True)
+class Int8Kernels(Flat):
+    """The kernels of a run's INT8 layers: ``cpu_class`` (the target's class for qbench's INT8
+    kernels, ``kernels.select.cpu_class``, e.g. ``"AVX-512 VNNI"``; ``kernels.select.NO_FAST_PATH``
+    without one; the target kind, e.g. ``"cuda"``, off llvm) and ``paths`` ({kernel path,
+    e.g. ``"conv2d vnni"``, ``"conv2d simulated"`` for a fake-quantized graph: INT8 layers
+    that take it}, sorted by path)."""
+
+    cpu_class: str
+    paths: dict
+
+    @classmethod
+    def from_json(cls, d, where="int8_kernels"):
+        """Read the dict back.
+
+        Raises:
+            UserError: a field is missing; the message names it.
+        """
+        return plain(cls, d, where)
