@@ -32,6 +32,7 @@ from qbench.compile import build, targets, tuning
 from qbench.data import full_batches
 from qbench.measure import timing
 from qbench.measure.runners import TorchRunner, TVMRunner
+from qbench.measure.torch_int8 import TITLES, NotAvailable, torch_int8_runners
 from qbench.model import graph
 from qbench.pipeline import RunOptions
 from qbench.pipeline.prepare import graphs, prepare
@@ -42,37 +43,6 @@ from qbench.report.lines import int8_kernels_line
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 
 
-def torch_int8(module, calib, batch_size, shape):
-    """PyTorch's own x86 INT8 (FX graph mode, fbgemm/onednn kernels), calibrated on ``calib``."""
-    import torch
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
-
-    example = (torch.zeros((batch_size, *shape)),)
-    prepared = quantize_fx.prepare_fx(module, get_default_qconfig_mapping("x86"), example)
-    with torch.no_grad():
-        for x in calib:
-            prepared(torch.from_numpy(x))
-    return quantize_fx.convert_fx(prepared)
-
-
-def torchao_int8(module, calib, batch_size, shape):
-    """torchao's PT2E flow with X86InductorQuantizer (torch 2.14 moved PT2E into torchao)."""
-    import torch
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
-        X86InductorQuantizer,
-        get_default_x86_inductor_quantization_config,
-    )
-
-    example = (torch.zeros((batch_size, *shape)),)
-    exported = torch.export.export(module, example).module()
-    quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
-    prepared = prepare_pt2e(exported, quantizer)
-    for x in calib:
-        prepared(torch.from_numpy(x))
-    return torch.compile(convert_pt2e(prepared))
-
-
 def runners(prepared, calib, reduced=None):
     """(name, runner or the reason it is missing) for every runner of one model and batch;
     with ``reduced`` (the ``Prepared`` of ``--reduce-range``) its INT8 build too."""
@@ -81,16 +51,15 @@ def runners(prepared, calib, reduced=None):
     opts, model, target = prepared.opts, prepared.model, prepared.target
     n, shape = opts.batch_size, model.input_shape
     out = [("PyTorch eager FP32", TorchRunner(model.module, n, shape))]
-    makers = [
-        ("torch.compile FP32", lambda: torch.compile(model.module)),
-        ("PyTorch INT8 (FX x86)", lambda: torch_int8(model.module, calib, n, shape)),
-        ("PyTorch INT8 (torchao PT2E)", lambda: torchao_int8(model.module, calib, n, shape)),
-    ]
-    for name, make in makers:
-        try:
-            out.append((name, TorchRunner(make(), n, shape, name)))
-        except Exception as e:  # noqa: BLE001 - report the failure, never hide it
-            out.append((name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"))
+    out.append(
+        (
+            "torch.compile FP32",
+            TorchRunner(torch.compile(model.module), n, shape, "torch.compile FP32"),
+        )
+    )
+    for r in torch_int8_runners(model.module, calib, n, shape):
+        words = f"not available: {r.reason}" if isinstance(r, NotAvailable) else r
+        out.append((TITLES[r.name], words))
     built = [
         ("TVM " + name.removeprefix("tvm_").upper(), name, mod) for name, mod in graphs(prepared)
     ]

@@ -30,7 +30,14 @@ from . import stats
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
 CONTROL = "pytorch_fp32"
-RATIOS = (("tvm_int8", "tvm_fp32"), ("tvm_fp32", CONTROL), ("tvm_int8", CONTROL))
+RATIOS = (  # judged where both runs timed both runners (PyTorch INT8: --torch-int8)
+    ("tvm_int8", "tvm_fp32"),
+    ("tvm_fp32", CONTROL),
+    ("tvm_int8", CONTROL),
+    ("tvm_int8", "torch_int8_fx"),
+    ("tvm_int8", "torch_int8_pt2e"),
+)
+PYTORCH_RUNTIME = (CONTROL, "torch_int8_fx", "torch_int8_pt2e")  # PyTorch's thread pool
 PAIRED = (("top1_agreement", "top1_match"), ("top1_accuracy", "top1_correct"))
 SHOWN = ("top5_agreement", "top5_accuracy", "sqnr_db", "cosine")
 LATENCY_METRICS = ("median latency", "latency ratio")  # the latency rows' metric prefixes
@@ -237,7 +244,7 @@ def _ratio_rows(base, new, factor, alpha, load):
         change = stats.latency_change(b, n, factor, alpha)
         medians = round(float(np.median(b)), 4), round(float(np.median(n)), 4)
         metric = f"latency ratio / {RUNNER_TITLES.get(den, den)}"
-        verdict = _not_judged(load) if load and den == CONTROL else change["verdict"]
+        verdict = _not_judged(load) if load and den in PYTORCH_RUNTIME else change["verdict"]
         rows.append(_change_row(metric, num, medians, change, verdict))
     return rows
 

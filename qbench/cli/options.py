@@ -18,6 +18,19 @@ def add_policy_option(r):
     )
 
 
+def add_torch_int8_option(r):
+    """``--torch-int8`` (run and sweep): PyTorch's own INT8 runners beside TVM's."""
+    r.add_argument(
+        "--torch-int8",
+        default="",
+        metavar="FLOWS",
+        help="also build, evaluate and time PyTorch's own INT8, calibrated on the same images: "
+        "fx (FX graph mode, x86 backend), pt2e (torchao PT2E, X86InductorQuantizer, "
+        "torch.compile) or fx,pt2e; a flow that cannot be built for the model is a 'not "
+        "available' row (default: none: they add minutes to a run, see docs/usage.md)",
+    )
+
+
 def add_fallback_options(r):
     """``--accuracy-target`` and ``--holdout-size`` (run and diagnose)."""
     r.add_argument(

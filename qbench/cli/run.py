@@ -2,7 +2,12 @@
 off and report."""
 
 from .exits import EXIT_FAIL, EXIT_PASS
-from .options import add_fallback_options, add_policy_option, add_run_options
+from .options import (
+    add_fallback_options,
+    add_policy_option,
+    add_run_options,
+    add_torch_int8_option,
+)
 from .runopts import run_options
 
 
@@ -21,6 +26,7 @@ def add_parser(command):
         "sensitive layers to the report (costs about a qbench diagnose)",
     )
     r.add_argument("--tune", action="store_true", help="tune what the database lacks, then run")
+    add_torch_int8_option(r)
     add_policy_option(r)
 
 

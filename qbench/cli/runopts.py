@@ -65,6 +65,7 @@ def run_options(args):
         holdout_size=args.holdout_size if target is not None else 0,
         accuracy_target=target,
         diagnose=getattr(args, "diagnose", False),
+        torch_int8=tuple(f for f in getattr(args, "torch_int8", "").split(",") if f.strip()),
         **{f: getattr(args, f) for f in fields},
     )
 

@@ -5,7 +5,12 @@ import argparse
 
 from ..core.errors import UserError
 from .interrupts import INTERRUPTS
-from .options import add_fallback_options, add_policy_option, add_run_options
+from .options import (
+    add_fallback_options,
+    add_policy_option,
+    add_run_options,
+    add_torch_int8_option,
+)
 from .runopts import run_options
 
 EXIT_RULE = """\
@@ -28,6 +33,7 @@ def add_parser(command):
     )
     add_run_options(s, grid=True)
     add_fallback_options(s)
+    add_torch_int8_option(s)
     add_policy_option(s)
     s.epilog = EXIT_RULE
 

@@ -21,10 +21,12 @@ CONFIDENCE = 0.95
 RESAMPLES = 9999
 SEED = 0
 NOISY_CI_WIDTH = 0.10  # a ratio's (CI high - CI low) / ratio above this: the run is NOISY
-PAIRS = (  # (numerator, denominator): latency ratios the report carries
+PAIRS = (  # (numerator, denominator): latency ratios the report carries, where both ran
     ("tvm_int8", "tvm_fp32"),
     ("tvm_fp32", "pytorch_fp32"),
     ("tvm_int8", "pytorch_fp32"),
+    ("tvm_int8", "torch_int8_fx"),
+    ("tvm_int8", "torch_int8_pt2e"),
 )
 
 

@@ -9,8 +9,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import data
-from ..core.progress import stage
-from ..measure import speed, timing
+from ..core.progress import say, stage
+from ..measure import speed, timing, torch_int8
 from ..measure.metrics import (
     accuracy_metrics,
     compare_logits,
@@ -52,6 +52,10 @@ def run(opts, attachments=None):
         databases, tuning_info = tuning_databases(opts, p.target, fresh)
         p = replace(p, databases=databases, tuning=tuning_info, device=connect_device(opts))
     p, runners = _build_runners(p)
+    unavailable = {}
+    if opts.torch_int8:
+        extra, unavailable = _torch_int8(p)
+        runners += extra
     model = p.model
     with stage("evaluation") as st:
         indices = p.split.eval
@@ -76,7 +80,8 @@ def run(opts, attachments=None):
         speeds,
     )
     wall_s = time.time() - started
-    return build_report(p, results, wall_s, speeds, verdict, measured.protocol)
+    report = build_report(p, results, wall_s, speeds, verdict, measured.protocol)
+    return replace(report, unavailable=unavailable)
 
 
 def _named(outcomes, keys):
@@ -98,6 +103,27 @@ def _build_runners(p):
         log.info("%s kernels by schedule: %s", name, kernels[name])
         runners.append(runner)
     return replace(p, tuning=replace(p.tuning, kernels=kernels)), runners
+
+
+def _torch_int8(p):
+    """PyTorch's own INT8 runners of ``p.opts.torch_int8``, calibrated on the run's
+    calibration images (``measure.torch_int8``). Returns (the runners, {runner name: why
+    it could not be built})."""
+    flows = {"fx": torch_int8.FX, "pt2e": torch_int8.PT2E}
+    names = [flows[f] for f in p.opts.torch_int8]
+    model, n = p.model, p.opts.batch_size
+    with stage("PyTorch INT8") as st:
+        calib = [x for x, _ in data.full_batches(p.images, p.split.calib, model, n)]
+        found = torch_int8.torch_int8_runners(model.module, calib, n, model.input_shape, names)
+        runners = [r for r in found if not isinstance(r, torch_int8.NotAvailable)]
+        unavailable = {r.name: r.reason for r in found if isinstance(r, torch_int8.NotAvailable)}
+        st.note = ", ".join(
+            [torch_int8.TITLES[r.name] for r in runners]
+            + [f"{torch_int8.TITLES[k]} not available" for k in unavailable]
+        )
+    for name, why in unavailable.items():
+        say(f"{torch_int8.TITLES[name]}: not available: {why}")
+    return runners, unavailable
 
 
 def _evaluate(runners, images, indices, model, batch_size):

@@ -29,6 +29,7 @@ NUMBERS = {  # field: (flag, valid range); None values pass (not set)
     "accuracy_target": ("--accuracy-target", Bounds(0, 1)),
 }
 TUNE_GRAPHS = ("fp32", "int8")
+TORCH_INT8 = ("fx", "pt2e")  # PyTorch INT8 flows a run may add (``measure.torch_int8``)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class RunOptions:
             >= 1 with ``accuracy_target``.
         accuracy_target: top-1 agreement in [0, 1] the FP32 fallback must reach, or None.
         diagnose: add a per-layer diagnosis.
+        torch_int8: PyTorch's own INT8 flows to run beside TVM's, among ``TORCH_INT8``.
         quant: the ``QuantConfig`` asked for (what was built: ``Prepared.quant``).
         rpc, rpc_tracker, rpc_key: the remote device that runs the TVM builds, or None.
         build_only: ``qbench build``: the target need not run here, nothing runs.
@@ -92,6 +94,7 @@ class RunOptions:
     holdout_size: int = 0
     accuracy_target: float = None
     diagnose: bool = False
+    torch_int8: tuple = ()
     quant: QuantConfig = field(default_factory=QuantConfig)
     rpc: str = None
     rpc_tracker: str = None
@@ -131,6 +134,9 @@ def _check_choices(opts):
         raise UserError(
             f"--tune-graphs {','.join(map(str, graphs))}: valid: fp32, int8 or fp32,int8"
         )
+    unknown = [f for f in opts.torch_int8 if f not in TORCH_INT8]
+    if unknown:
+        raise UserError(f"--torch-int8 {unknown[0]}: unknown flow; valid: {', '.join(TORCH_INT8)}")
     if opts.data == "":
         raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
     if opts.accuracy_target is not None and opts.holdout_size < 1:

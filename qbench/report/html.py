@@ -63,7 +63,8 @@ def render_html(report, attachments=None):
     body = [f"<h1>{escape(title)}</h1>", verdict_block(report.signoff)]
     body += _section("Summary", _list(summary_lines(report), "summary"))
     body += _section(
-        "Latency (one batch)", _table(latency_table(report.results, "html", report.simulated))
+        "Latency (one batch)",
+        _table(latency_table(report.results, "html", report.simulated, report.unavailable)),
     )
     body += _section("Latency distributions", figures.latency_svg(report.results))
     body += _section(

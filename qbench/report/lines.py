@@ -6,6 +6,7 @@ import json
 from ..core.words import plural
 from ..measure.metrics import AS_IS, PROBABILITIES, SINGLE, output_of
 from ..measure.timing import describe
+from ..signoff.checks import fastest_torch_int8
 from .tables import RUNNER_TITLES, unshown_why
 
 OP_WORDS = {  # Relax op: (one, several)
@@ -74,7 +75,39 @@ def summary_lines(report):
         + (f" (failed: {'; '.join(failed)})" if failed else "")
         + (f", NOT SHOWN: {unshown_words(report.signoff)}" if report.signoff.unshown else "")
     )
-    return lines
+    choice = int8_choice_line(report)
+    return lines + ([choice] if choice else [])
+
+
+def int8_choice_line(report):
+    """Which INT8 is faster, TVM's or the fastest PyTorch INT8 runner's (``--torch-int8``),
+    with the ratio's 95 % interval and their top-1 agreements, e.g. ``PyTorch INT8 (FX x86)
+    is 2.37x faster than TVM INT8 at the same top-1 agreement (...)``; None without one."""
+    fastest = fastest_torch_int8(report.speed) if report.speed is not None else None
+    if fastest is None:
+        return None
+    name, r = fastest
+    title = RUNNER_TITLES[name]
+    ours, theirs = (report.results[n].metrics.get("top1_agreement") for n in ("tvm_int8", name))
+    if r.ci_low > 1:
+        words = f"{title} is {r.ratio:.2f}x faster than TVM INT8"
+        interval = f"{r.ci_low:.2f}-{r.ci_high:.2f}x"
+    elif r.ci_high < 1:
+        words = f"TVM INT8 is {1 / r.ratio:.2f}x faster than {title}"
+        interval = f"{1 / r.ci_high:.2f}-{1 / r.ci_low:.2f}x"
+    else:
+        words = f"TVM INT8 and {title} are as fast within the interval"
+        interval = f"TVM INT8 / it {r.ci_low:.2f}-{r.ci_high:.2f}"
+    return f"INT8 to ship: {words}{_agreements(ours, theirs)} ({interval}, 95 % CI)"
+
+
+def _agreements(ours, theirs):
+    """`` at the same top-1 agreement`` or the two agreements (TVM INT8's, PyTorch's)."""
+    if ours is None or theirs is None:
+        return ""
+    if round(ours, 6) == round(theirs, 6):
+        return f" at the same top-1 agreement ({100 * ours:.1f} %)"
+    return f" at top-1 agreement {100 * ours:.1f} % (TVM INT8) and {100 * theirs:.1f} % (PyTorch)"
 
 
 OUTPUT_WORDS = {  # metrics.output_kind: what it means

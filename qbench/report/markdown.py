@@ -17,7 +17,7 @@ def render_console(report):
     return "\n\n".join(
         [
             "\n".join(summary_lines(report) + _fallback_lines(report)),
-            latency_table(report.results, "simple", report.simulated),
+            latency_table(report.results, "simple", report.simulated, report.unavailable),
             accuracy_table(report, "simple"),
             signoff_table(report.signoff, "simple"),
         ]
@@ -29,7 +29,7 @@ def render_markdown(report):
         f"# qbench report: {report.model.name} on {report.environment['target']['kind']}",
         "\n".join(f"- {line}" for line in summary_lines(report)),
         "## Latency (one batch)",
-        latency_table(report.results, "github", report.simulated),
+        latency_table(report.results, "github", report.simulated, report.unavailable),
         "## Agreement with PyTorch FP32 and accuracy",
         accuracy_table(report, "github"),
         *(["## Flips"] + flip_parts(report, "github") if flip_lines(report) else []),

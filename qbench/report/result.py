@@ -12,7 +12,7 @@ definition, config, policy, precision, layers, graph) stay dicts as the report h
 ``report.json``'s schema versions: ``core.schema.SCHEMA_VERSION``.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..calibration.calibrate import CalibrationInfo
 from ..compile.info import Int8Kernels, TuningInfo
@@ -95,6 +95,9 @@ class RunResult:
         wall_time_s: the run's wall time, s.
         speed: the latency ratios (``Speed``), or None for a report without them.
         signoff: the ``Verdict``.
+        unavailable: {runner name: why it could not be built} (a PyTorch INT8 flow that
+            fails for the model: ``measure.torch_int8``), report.json's
+            ``unavailable_runners``; {} (absent from report.json) when every runner ran.
     """
 
     created: str
@@ -115,6 +118,7 @@ class RunResult:
     wall_time_s: float
     speed: Speed | None
     signoff: Verdict
+    unavailable: dict = field(default_factory=dict)
 
     @property
     def simulated(self):
@@ -141,6 +145,8 @@ class RunResult:
         if self.speed is not None:
             d["speed"] = self.speed.to_json()
         d["signoff"] = self.signoff.to_json()
+        if self.unavailable:
+            d["unavailable_runners"] = dict(self.unavailable)
         return d
 
     @classmethod
@@ -167,5 +173,6 @@ class RunResult:
             wall_time_s=need(d, "wall_time_s", ""),
             speed=Speed.from_json(d["speed"]) if d.get("speed") is not None else None,
             signoff=Verdict.from_json(need(d, "signoff", "")),
+            unavailable=dict(d.get("unavailable_runners") or {}),
             **sections,
         )

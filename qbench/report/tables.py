@@ -35,15 +35,18 @@ RUNNER_TITLES = {
     "pytorch_fp32": "PyTorch FP32 (eager)",
     "tvm_fp32": "TVM FP32",
     "tvm_int8": "TVM INT8",
+    "torch_int8_fx": "PyTorch INT8 (FX x86)",
+    "torch_int8_pt2e": "PyTorch INT8 (torchao PT2E)",
 }
 
 
-def latency_table(results, fmt, simulated=False):
+def latency_table(results, fmt, simulated=False, unavailable=None):
     """Latency per runner ({name: ``results.RunnerResult``}), ms; how many times slower
     or faster than TVM FP32 it is: the median per-round ratio of the interleaved samples
     (``speed.median_ratio``, the statistic the sign-off and compare judge), not the ratio of
     the medians shown; and, when a runner ran on a remote device, each runner's device.
-    ``simulated``: TVM INT8 is fake-quantized FP32."""
+    ``simulated``: TVM INT8 is fake-quantized FP32; ``unavailable``: {runner name: why it
+    could not be built}, a row each."""
     fp32 = results["tvm_fp32"].samples_ms
     rows = []
     for name, entry in results.items():
@@ -61,6 +64,8 @@ def latency_table(results, fmt, simulated=False):
                 entry.device,
             ]
         )
+    for name, why in (unavailable or {}).items():
+        rows.append([RUNNER_TITLES[name], f"not available: {why}", "", "", "", ""])
     heads = ["runner", "median (ms)", "p90 (ms)", "std (ms)", "vs TVM FP32 (per round)"]
     heads.append("device")
     if all(entry.device == "host" for entry in results.values()):  # the usual run: no column
@@ -105,6 +110,8 @@ def accuracy_table(report, fmt, note=True):
             + [percent_with_counts(m, key) for key, _ in ACCURACY_COLUMNS]
             + [_fmt(m.get(k)) for k in ("max_abs_diff", "cosine", "sqnr_db")]
         )
+    for name, why in report.unavailable.items():
+        rows.append([RUNNER_TITLES[name], f"not available: {why}"] + [""] * (len(heads) - 2))
     table = tabulate(rows, heads, tablefmt=fmt, disable_numparse=True)
     return table + "\n\n" + ACCURACY_NOTE if note else table
 

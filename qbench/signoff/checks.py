@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from ..measure.intervals import CONFIDENCE, clopper_pearson, images_needed
 from ..measure.metrics import TOP5
+from ..measure.torch_int8 import TITLES
 from .verdict import Check, Verdict
 
 
@@ -68,6 +69,8 @@ def signoff(
     checks.append(_check("layers built in INT8", quantized_layers, ">=", 1, "count"))
     if speed is not None:
         checks += _speed_checks(speed, results, limits, simulated)
+        if limits.min_speedup_vs_torch_int8 is not None:
+            checks.append(_versus_torch_int8(speed, limits.min_speedup_vs_torch_int8, simulated))
     if simulated:
         checks.append(
             _flag(
@@ -119,6 +122,46 @@ def _speed_checks(speed, results, limits, simulated):
         int8_ms = results["tvm_int8"].latency.median_ms
         checks.append(_check(LATENCY, int8_ms, "<=", lat, "ms"))
     return checks
+
+
+VERSUS_TORCH = "TVM INT8 speed-up over PyTorch INT8"
+
+
+def fastest_torch_int8(speed):
+    """(runner name, ``Ratio`` of TVM INT8 / it) of the fastest PyTorch INT8 runner timed
+    beside TVM INT8 (the largest ratio), or None when none ran."""
+    ratios = {
+        key.split("/")[1]: r
+        for key, r in speed.ratios.items()
+        if key.startswith("tvm_int8/torch_int8_")
+    }
+    if not ratios:
+        return None
+    name = max(ratios, key=lambda k: ratios[k].ratio)
+    return name, ratios[name]
+
+
+def _versus_torch_int8(speed, limit, simulated):
+    """TVM INT8's speed-up over the fastest PyTorch INT8 runner (the inverse of their paired
+    latency ratio, its interval inverted); fails only when the interval's best case is
+    below ``limit``, as the speed-up over FP32 does."""
+    if simulated:
+        why = "simulated (fake-quantized FP32): its speed says nothing of INT8"
+        return _not_applicable(VERSUS_TORCH, ">=", limit, "speed-up", why)
+    fastest = fastest_torch_int8(speed)
+    if fastest is None:
+        why = "no PyTorch INT8 runner ran (qbench run --torch-int8 fx,pt2e)"
+        return _valueless(VERSUS_TORCH, ">=", limit, "speed-up", False, why)
+    name, r = fastest
+    check = _check(f"TVM INT8 speed-up over {TITLES[name]}", 1 / r.ratio, ">=", limit, "speed-up")
+    low, high = 1 / r.ci_high, 1 / r.ci_low
+    return replace(
+        check,
+        passed=round(high, 6) >= limit,
+        ci_low=round(low, 6),
+        ci_high=round(high, 6),
+        confidence=r.confidence,
+    )
 
 
 def _ranking(name, metrics, limit, classes, k):

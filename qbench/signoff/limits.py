@@ -86,6 +86,11 @@ class Limits:
         "lowest speed-up of TVM INT8 over TVM FP32 (FP32 / INT8 median latency; 0: any); "
         "fails only when its whole 95 % confidence interval is below it",
     )
+    min_speedup_vs_torch_int8: float | None = _limit(
+        None, "--min-speedup-vs-torch-int8", "factor", Bounds(0, open_low=True),
+        "lowest speed-up of TVM INT8 over the fastest PyTorch INT8 runner of the run "
+        "(--torch-int8); fails only when its whole 95 % confidence interval is below it",
+    )
     max_int8_latency_ms: float | None = _limit(
         None, "--max-int8-latency-ms", "ms", Bounds(0, open_low=True),
         "highest median TVM INT8 latency of one batch",
