@@ -167,6 +167,21 @@ def test_fallback_undoes_a_layer_that_buys_no_measurable_gain(bad):
     assert chased.reached and chased.kept[:2] == ["0", "2"]
 
 
+def test_diagnose_and_the_fallback_say_their_progress_and_an_estimate(bad, capsys):
+    """A long diagnosis says its work and the time left after its first batch, and the
+    fallback each step's layer, held-out counts and the time left (issue 35: 14 silent
+    minutes)."""
+    model, fakes, batches = bad
+    diagnose(model, fakes, batches)
+    err = capsys.readouterr().err
+    assert "diagnose: 3 INT8 layers on 2 batches (10 model passes); the first batch took" in err
+    fb = fallback(model, fakes, batches, ["2", "0", "4"], target=1.0)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "FP32 fallback step" in ln]
+    assert len(lines) == len(fb.steps)
+    assert lines[0].startswith("[qbench] FP32 fallback step 0 of at most 3: every layer INT8")
+    assert f"2 in FP32: held-out top-1 agreement {fb.steps[1].agree}/16" in lines[1]
+
+
 def test_diagnose_command_writes_reports_and_a_skip_file_that_run_takes(tmp_path, capsys, bad):
     """End to end on a user model file: diagnose, fallback, then run --skip-layers @FILE."""
     model_file = _bad_layer_file(tmp_path)

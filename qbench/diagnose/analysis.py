@@ -10,12 +10,14 @@ graph's (see that module).
 """
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..core.progress import say
 from ..measure.intervals import clopper_pearson
 from ..measure.metrics import judged, output_kind
 from ..quantize.bias import bias_shifts
@@ -93,8 +95,11 @@ def diagnose(model, fakes, batches, sensitivity=True):
     every = {f.index for f in fakes}
     steps = len(batches) * (2 + (len(fakes) if sensitivity else 0))
     bar = tqdm(total=steps, desc="diagnose", unit="pass", leave=False, disable=None)
+    started = time.perf_counter()
     with torch.no_grad():
-        for x in batches:
+        for i, x in enumerate(batches):
+            if i == 1:
+                _say_estimate(time.perf_counter() - started, len(batches), len(fakes), steps)
             with quantized(model, fakes, set()) as (run, seen):
                 ref = run(x)
                 fp32 = dict(seen)
@@ -114,6 +119,14 @@ def diagnose(model, fakes, batches, sensitivity=True):
                 bar.update(1)
     bar.close()
     return Diagnosis(stats, logits, agree, images)
+
+
+def _say_estimate(first_s, batches, layers, passes):
+    """One progress line after the first batch: the work and the time it will take, s."""
+    say(
+        f"diagnose: {layers} INT8 layers on {batches} batches ({passes} model passes); the "
+        f"first batch took {first_s:.1f} s, about {first_s * (batches - 1):.0f} s to go"
+    )
 
 
 def _layer_alone(fakes, fp32, stats):
@@ -214,12 +227,14 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
     by_name = {f.name: f for f in fakes}
     every = {f.index for f in fakes}
     kept, steps = [], []
-    for layer in [None, *ranking]:
+    for n, layer in enumerate([None, *ranking]):
+        started = time.perf_counter()
         trial = kept + [layer] if layer else kept
         active = every - {by_name[n].index for n in trial}
         if bias_x is not None:
             bias_shifts(model, fakes, bias_x, active)
         step = Step(layer, *_score(model, fakes, batches, refs, active))
+        _say_step(n, step, len(ranking), time.perf_counter() - started)
         if steps and _gain(step, steps[-1]) < min_gain_db:
             gain = _gain(step, steps[-1])
             steps.append(replace(step, accepted=False))
@@ -230,6 +245,17 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
         if step.agreement >= target:
             return Fallback(kept, steps, True, "target reached")
     return _unreached(kept, steps, target, "every layer tried")
+
+
+def _say_step(n, step, layers, seconds):
+    """One progress line per fallback step: the layer tried, the held-out agreement and
+    SQNR, and the time a step takes with the most steps left, s."""
+    tried = f"{step.layer} in FP32" if step.layer else "every layer INT8"
+    say(
+        f"FP32 fallback step {n} of at most {layers}: {tried}: held-out top-1 agreement "
+        f"{step.agree}/{step.images}, logits SQNR {step.sqnr_db:.2f} dB; {seconds:.1f} s a "
+        f"step, at most {seconds * (layers - n):.0f} s to go"
+    )
 
 
 def _unreached(kept, steps, target, stop):
