@@ -27,6 +27,7 @@ from tabulate import tabulate
 
 from ..report.tables import RUNNER_TITLES
 from . import stats
+from .layout import normal
 
 NOT_COMPARABLE, UNTESTED = "not comparable", "-"
 CONTROL = "pytorch_fp32"
@@ -56,10 +57,11 @@ def definition_differences(report, baseline):
     """The definition fields whose values differ (``digest`` excluded), nested dicts
     followed down to their leaves: a list of ``{"field": dotted name (e.g.
     "quant.calib_mode"), "baseline": its value there, "new": in ``report``}``, sorted by
-    field; a value absent on one side is None there."""
+    field; a value absent on one side is None there. A model file named by its full path
+    (an older qbench's store) counts by its base name (``layout.normal``)."""
     return _differences(
-        {k: v for k, v in baseline.definition.items() if k != "digest"},
-        {k: v for k, v in report.definition.items() if k != "digest"},
+        {k: v for k, v in normal(baseline.definition).items() if k != "digest"},
+        {k: v for k, v in normal(report.definition).items() if k != "digest"},
     )
 
 
@@ -101,7 +103,8 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         comparable), ``regression`` (bool: any row's verdict is "regression").
     """
     differences = definition_differences(report, baseline)
-    if report.definition["digest"] != baseline.definition["digest"] or differences:
+    digests = normal(report.definition)["digest"], normal(baseline.definition)["digest"]
+    if digests[0] != digests[1] or differences:
         said = "; ".join(map(_said, differences)) or "the digest only"
         reason = f"the run's definition differs (baseline -> this run): {said}"
         return not_comparable(reason, differences)

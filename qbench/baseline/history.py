@@ -11,7 +11,8 @@ from ..compile.targets import KINDS
 from ..core.atomic import write_bytes
 from ..core.errors import UserError
 from ..model.zoo import model_id
-from .store import load_entry, runs, slug
+from .layout import normal
+from .store import load_entry, model_runs, slug
 
 HEADS = [
     "created",
@@ -55,20 +56,21 @@ def history(store, model, target):
     """The stored runs of ``model`` (``--model`` as given to ``qbench run``: a registry
     name, ``FILE.py:FUNCTION`` or ``FILE.pt2``, named as reports name it, ``zoo.model_id``)
     on ``target`` (``--target`` text), oldest first, one dict per run (see ``point``). Only
-    the key folders of that model and target kind are read (``store.runs``).
+    the key folders of that model and target kind are read, in every layout that filed the
+    model (``store.model_runs``: a model file stored by its full path too).
 
     Raises:
         UserError: ``target`` is not valid (``parse_target``); a stored file of the model is
-            damaged (named; left unchanged).
+            damaged (named; left unchanged); the store or a file is of a newer layout.
     """
     model = model_id(model)
     wanted = parse_target(target)
     kind = f"{slug(wanted['kind'])}-*" if "kind" in wanted else "*"
     points = []
-    for path in runs(store, model=slug(model), target=kind):
+    for path in model_runs(store, model, target=kind):
         entry = load_entry(path)
         report = entry["report"]
-        same_model = report.definition["model"] == model
+        same_model = model_id(str(report.definition["model"])) == model
         target_dict = report.environment["target"]
         if same_model and all(target_dict.get(k) == v for k, v in wanted.items()):
             points.append(point(report, path.parts[-4], entry.get("accept_fail", False)))
@@ -77,12 +79,12 @@ def history(store, model, target):
 
 def point(report, machine, accept_fail=False):
     """One run's figures: created (ISO time), machine (the store's machine key), digest
-    (the definition digest's first 12 hex digits), commit, verdict (PASS, ``PASS, NOT
-    SHOWN`` or FAIL), accept_fail (stored with ``--accept-fail``), noisy (the report's
-    NOISY flag, None without ``speed``), top-1 agreement (fraction), accuracy drop
-    (percentage points; None without labels), SQNR (dB), INT8 and FP32 medians (ms),
-    speed-up (``RunResult.int8_speedup``, a factor, or None); ``report`` is a
-    ``result.RunResult``."""
+    (the definition digest's first 12 hex digits, the model named as now:
+    ``layout.normal``), commit, verdict (PASS, ``PASS, NOT SHOWN`` or FAIL), accept_fail
+    (stored with ``--accept-fail``), noisy (the report's NOISY flag, None without
+    ``speed``), top-1 agreement (fraction), accuracy drop (percentage points; None without
+    labels), SQNR (dB), INT8 and FP32 medians (ms), speed-up (``RunResult.int8_speedup``,
+    a factor, or None); ``report`` is a ``result.RunResult``."""
     res = report.results
     int8, ref = res["tvm_int8"].metrics, res["pytorch_fp32"].metrics
     drop = None
@@ -91,7 +93,7 @@ def point(report, machine, accept_fail=False):
     return {
         "created": report.created,
         "machine": machine,
-        "digest": report.definition["digest"][:12],
+        "digest": normal(report.definition)["digest"][:12],
         "commit": report.environment.get("qbench_commit"),
         "verdict": report.signoff.verdict + (", NOT SHOWN" if report.signoff.unshown else ""),
         "accept_fail": bool(accept_fail),

@@ -1,15 +1,20 @@
 """The baseline store: accepted reports kept as versioned JSON in a folder.
 
-Layout (one file per saved run, written atomically, never rewritten or deleted)::
+Layout (one file per saved run, written atomically, never rewritten; ``migrate`` moves files
+of an older layout)::
 
     STORE/<machine>/<model>/<target>/<created>-<digest12>.json
+    STORE/qbench-store-layout    the newest layout written here (``layout.MARKER``)
 
-``<machine>`` is the CPU model name, architecture and thread count; ``<target>`` the target
+``<machine>`` is the CPU model name, architecture and thread count; ``<model>`` the model as
+reports name it (``zoo.model_id``: a model file by its base name); ``<target>`` the target
 kind and a short hash of the target dict; ``<digest12>`` the first 12 hex digits of the run's
-definition digest. Each file holds ``{"store_version", "key", "saved", "source",
-"accept_fail", "report"}`` (``accept_fail``: stored with ``--accept-fail``, its verdict not
-PASS). Only files named so (``NAME``) are read, and only in the key folders asked for.
-"""
+definition digest. Each file holds ``{"store_version", "layout", "key", "saved", "source",
+"accept_fail", "report"}`` (``store_version``: the file format, 1; ``layout``: the layout it
+was written with, ``layout.LAYOUT`` by this qbench, absent in older files; ``accept_fail``:
+stored with ``--accept-fail``, its verdict not PASS). Only files named so (``NAME``) are
+read, and only in the key folders asked for, which include the folders older layouts gave
+the same model (``model_runs``; ``layout`` lists the layouts)."""
 
 import datetime as dt
 import hashlib
@@ -19,10 +24,12 @@ from pathlib import Path
 
 from ..core.atomic import to_json, write_text
 from ..core.errors import UserError
+from ..model.zoo import model_id
 from ..report.result import RunResult
+from . import layout
+from .layout import LAYOUT, STORE_VERSION
 from .validate import check_report
 
-STORE_VERSION = 1
 STAMP = "%Y%m%dT%H%M%S"  # the file name's created time, UTC
 NAME = re.compile(r"\d{8}T\d{6}-[0-9a-f]{12}\.json")  # the store's file names
 
@@ -79,20 +86,16 @@ def _typed(report, path, what):
 
 
 def load_entry(path):
-    """Read a stored baseline file; returns its dict (``report`` inside, a
-    ``result.RunResult``).
+    """Read a stored baseline file of any layout this qbench reads (``layout.READS``);
+    returns its dict (``report`` inside, a ``result.RunResult``; ``layout`` absent in a
+    file of layout 1).
 
     Raises:
-        UserError: missing, unreadable or damaged; the message names the file, which is left
-            as it is.
+        UserError: missing, unreadable or damaged, or of a newer layout; the message names
+            the file, which is left as it is.
     """
     entry = _read_json(Path(path), "baseline")
-    if not isinstance(entry, dict) or entry.get("store_version") != STORE_VERSION:
-        version = entry.get("store_version") if isinstance(entry, dict) else None
-        raise UserError(
-            f"{path}: damaged baseline file (store_version {version}; valid: {STORE_VERSION}); "
-            "left unchanged"
-        )
+    layout.file_layout(entry, path)
     check_report(entry.get("report"), path, "baseline file")
     return entry | {"report": _typed(entry["report"], path, "baseline file")}
 
@@ -116,13 +119,14 @@ def _read_json(path, what):
 
 def key(report):
     """The store key of a report: {``machine``, ``model``, ``target``, ``digest``}, each a
-    file-name-safe string."""
+    file-name-safe string; the model as reports name it now (``zoo.model_id``), also for
+    a report of an older qbench that names a model file by its full path."""
     env = report.environment
     target = json.dumps(env["target"], sort_keys=True)
     target_hash = hashlib.sha256(target.encode()).hexdigest()[:8]
     return {
         "machine": slug(f"{env['cpu']}-{env['machine']}-{env['threads']}t"),
-        "model": slug(report.definition["model"]),
+        "model": slug(model_id(str(report.definition["model"]))),
         "target": f"{slug(env['target']['kind'])}-{target_hash}",
         "digest": report.definition["digest"],
     }
@@ -138,14 +142,17 @@ def save(report, store, source=None, accept_fail=False):
     ``accept_fail`` (then recorded as ``"accept_fail": true`` in the file).
 
     The file name comes from the report's ``created`` time and definition digest, so a
-    report saved before is not written again (nor is a damaged file of that name replaced).
+    report saved before is not written again (nor is a damaged file of that name replaced),
+    also when an older qbench filed it in its layout's folder (``model_runs``).
 
     Returns:
         (the file, a ``Path``; True when written now, False when it was already there).
     Raises:
-        UserError: the verdict is not PASS and not ``accept_fail``.
+        UserError: the verdict is not PASS and not ``accept_fail``; ``store`` holds a newer
+            layout (``layout.check_store``).
         OSError: the file cannot be written (e.g. ``store`` is a file).
     """
+    layout.check_store(store)
     verdict = report.signoff.verdict
     if verdict != "PASS" and not accept_fail:
         raise UserError(
@@ -157,8 +164,12 @@ def save(report, store, source=None, accept_fail=False):
     path = folder / f"{stamp(report.created)}-{k['digest'][:12]}.json"
     if path.exists():
         return path, False
+    for stored in model_runs(store, report.definition["model"], k["machine"], k["target"]):
+        if stored.name == path.name:  # saved by an older qbench, in its layout's folder
+            return stored, False
     entry = {
         "store_version": STORE_VERSION,
+        "layout": LAYOUT,
         "key": k,
         "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "source": str(source) if source else None,
@@ -166,6 +177,7 @@ def save(report, store, source=None, accept_fail=False):
         "report": report.to_json(),
     }
     write_text(path, to_json(entry))
+    layout.mark(store)
     return path, True
 
 
@@ -187,30 +199,201 @@ def runs(store, machine="*", model="*", target="*"):
     return sorted((p for p in found if NAME.fullmatch(p.name)), key=lambda p: (p.name, str(p)))
 
 
+def model_runs(store, model, machine="*", target="*"):
+    """Paths of the stored runs of ``model`` (as given to ``qbench run`` or as a report's
+    ``definition.model`` names it; one model by ``zoo.model_id``) in the machine and target
+    folders that the glob patterns ``machine`` and ``target`` match, oldest first, whatever
+    the layout (``layout``): the model's folder, and layout-1 folders named by a full path to
+    a file of that base name (``*_<model>``), taken when their runs are of this model (the
+    definition's model by ``zoo.model_id``; another model's folder whose name merely ends so
+    is left out). A run found in both places (a ``migrate`` stopped between its write and
+    its delete) is listed once, from the model's folder.
+
+    Raises:
+        UserError: the store holds a newer layout (``layout.check_store``).
+    """
+    layout.check_store(store)
+    name = model_id(str(model))
+    folder = slug(name)
+    found = runs(store, machine, folder, target)
+    seen = {_place(p) for p in found}
+    legacy = {}  # a full-path model folder: holds runs of this model
+    for path in runs(store, machine, f"*_{folder}", target):
+        here = path.parent.parent
+        if here not in legacy:
+            legacy[here] = _holds(here, name)
+        if legacy[here] and _place(path) not in seen:
+            found.append(path)
+            seen.add(_place(path))
+    return sorted(found, key=lambda p: (p.name, str(p)))
+
+
+def _place(path):
+    """A stored file's machine folder, target folder and name: one run in any layout."""
+    return path.parts[-4], path.parts[-2], path.name
+
+
+def _holds(folder, name):
+    """Whether the model folder ``folder`` holds runs of the model ``name``: the first of
+    its files that can be read names it (by ``zoo.model_id``)."""
+    for path in sorted(folder.glob("*/*.json")):
+        model = _model_of(path)
+        if model is not None:
+            return model_id(model) == name
+    return False
+
+
+def _model_of(path):
+    """A stored file's ``report.definition.model`` (a str), None when unreadable."""
+    try:
+        model = json.loads(path.read_text(encoding="utf-8"))["report"]["definition"]["model"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    return model if isinstance(model, str) else None
+
+
+def _digest12(path):
+    """A stored run's definition digest (12 hex digits) with its model named as now
+    (``layout.normal``), read from the file: a run an older qbench stored under a model
+    file's full path has that path's digest in its file name (``migrate`` keeps the name);
+    the file name's digest when the file cannot be read (``load_entry`` then names it)."""
+    if NAME.fullmatch(path.name) is None:
+        return None
+    try:
+        definition = json.loads(path.read_text(encoding="utf-8"))["report"]["definition"]
+        if model_id(str(definition["model"])) == definition["model"]:
+            return path.stem[-12:]
+        return layout.normal(definition)["digest"][:12]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return path.stem[-12:]
+
+
 def choose(store, report):
-    """The stored baseline to compare ``report`` with, among its machine's, model's and
-    target's runs created before it (never the report itself nor a later run): the newest
-    with the report's definition digest; when none has it, the newest of any digest (the
-    comparison then says "not comparable" and names the fields that differ).
+    """The stored baseline to compare ``report`` with, among its machine's runs of its
+    model created before it (never the report itself nor a later run; ``model_runs``:
+    in every layout's folders): those on its target (the same target dict) first, else
+    those on another target dict of its target kind (an older qbench recorded the target
+    otherwise, e.g. without the host's AMX ``mattr``; the comparison names the fields that
+    differ). Among them the newest with the report's definition digest (a run stored with a
+    model file's full path counts by its digest under the base name, ``layout.normal``);
+    when none has it, the newest of any digest (the comparison then says "not comparable"
+    and names the fields that differ).
 
     Returns:
         (the file, a ``Path``, or None when no run is stored before the report;
         why it was chosen, in words, or None).
+    Raises:
+        UserError: the store holds a newer layout (``layout.check_store``).
     """
     k = key(report)
     limit = stamp(report.created)
-    before = [p for p in runs(store, k["machine"], k["model"], k["target"]) if p.name < limit]
+    kind = k["target"].rsplit("-", 1)[0]
+    found = model_runs(store, report.definition["model"], k["machine"], f"{kind}-*")
+    before = [p for p in found if p.name < limit]
     if not before:
         return None, None
-    short = k["digest"][:12]
-    same = [p for p in before if p.stem.endswith(f"-{short}")]
-    if not same:
-        return before[-1], (
-            f"no run stored before this report has its definition digest {short}; the newest "
-            f"stored before it, digest {before[-1].stem[-12:]}"
+    on_target = [p for p in before if p.parent.name == k["target"]]
+    where = ""
+    if not on_target:
+        where = (
+            f" (none on this report's target dict {k['target']}; on target {kind} with "
+            f"another target dict)"
         )
-    skipped = before[before.index(same[-1]) + 1 :]
-    why = f"the newest stored before this report with its definition digest {short}"
+    pool = on_target or before
+    short = layout.normal(report.definition)["digest"][:12]
+    same = [p for p in pool if _digest12(p) == short]
+    if not same:
+        return pool[-1], (
+            f"no run stored before this report has its definition digest {short}; the newest "
+            f"stored before it{where}, digest {_digest12(pool[-1])}"
+        )
+    skipped = pool[pool.index(same[-1]) + 1 :]
+    why = f"the newest stored before this report with its definition digest {short}{where}"
     if skipped:
         why += f"; {len(skipped)} newer with another definition skipped"
     return same[-1], why
+
+
+def migrate(store, dry_run=False):
+    """Move every stored file that is not where this qbench files it (layout 1's full-path
+    model folders, ``layout``) to its model's folder, as layout ``LAYOUT``: the same file
+    name, file format and report, ``key.model`` renamed, ``layout`` set, and ``migrated``
+    saying where it came from, its old layout and when. Each move writes the new file
+    atomically, then deletes the old one and the folders that leaves empty: a move stopped
+    between the two leaves the run in both places, which readers list once
+    (``model_runs``) and a rerun finishes. Files in place are not touched, so a second run
+    moves nothing.
+
+    Returns:
+        a list of (old path, new path, what happened: ``moved``, ``duplicate removed``
+        (the same report was already in place), or ``left: WHY`` (a different report of
+        that name is in place, or the file is damaged: left unchanged)), in file order;
+        with ``dry_run`` what would happen, nothing written.
+    Raises:
+        UserError: the store or one of its files is of a newer layout (``layout.Newer``),
+            checked before anything moves.
+    """
+    layout.check_store(store)
+    plan = []
+    for path in runs(store):
+        try:
+            entry = _read_json(path, "baseline")
+            layout.file_layout(entry, path)
+            model = _model_of(path)
+            if model is None:
+                raise UserError(f"{path}: damaged baseline file (no report.definition.model)")
+        except layout.Newer:
+            raise
+        except UserError as e:
+            plan.append((path, None, f"left: {e}", None))
+            continue
+        folder = slug(model_id(model))
+        if path.parent.parent.name != folder:
+            new = path.parent.parent.parent / folder / path.parent.name / path.name
+            plan.append((path, new, None, entry))
+    done = []
+    for old, new, left, entry in plan:
+        what = left or _move(store, old, new, entry, dry_run)
+        done.append((old, new, what))
+    if not dry_run and any(what == "moved" for _, _, what in done):
+        layout.mark(store)
+    return done
+
+
+def _move(store, old, new, entry, dry_run):
+    """Move one stored file (see ``migrate``); returns what happened, in words."""
+    if new.exists():
+        try:
+            same = _read_json(new, "baseline").get("report") == entry["report"]
+        except (UserError, AttributeError):
+            same = False
+        if not same:
+            return f"left: a different run of that name is stored at {new}"
+        if not dry_run:
+            _delete(old)
+        return "duplicate removed"
+    if not dry_run:
+        moved = {
+            **entry,
+            "layout": LAYOUT,
+            "key": {**(entry.get("key") or {}), "model": new.parent.parent.name},
+            "migrated": {
+                "from": old.relative_to(store).as_posix(),
+                "layout": entry.get("layout", 1),
+                "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            },
+        }
+        write_text(new, to_json(moved))
+        _delete(old)
+    return "moved"
+
+
+def _delete(path):
+    """Delete a stored file, then its target and model folders when that leaves them
+    empty."""
+    path.unlink()
+    for folder in (path.parent, path.parent.parent):
+        try:
+            folder.rmdir()
+        except OSError:
+            break

@@ -8,7 +8,7 @@ from ..baseline import comparison, history, store
 from ..core.atomic import check_writable, write_json
 from ..core.errors import UserError
 from ..model.zoo import model_id
-from .exits import EXIT_FAIL, EXIT_NO_BASELINE, EXIT_PASS
+from .exits import EXIT_FAIL, EXIT_NO_BASELINE, EXIT_PASS, EXIT_USAGE
 
 DEFAULT_STORE = "baselines"
 
@@ -18,7 +18,11 @@ def add_parser(command):
     sub-parser factory)."""
     b = command("baseline", "keep accepted runs as baselines in a store (a folder)")
     action = b.add_subparsers(
-        dest="action", required=True, metavar="ACTION", help="save: store a report (required)"
+        dest="action",
+        required=True,
+        metavar="ACTION",
+        help="save: store a report; migrate: move an older qbench's files to this layout "
+        "(required)",
     )
     s = action.add_parser("save", help="store a report as a baseline", allow_abbrev=False)
     s.add_argument("report", help="a report.json or its folder (required)")
@@ -28,6 +32,15 @@ def add_parser(command):
         action="store_true",
         help="store a report whose sign-off verdict is FAIL (recorded in the stored file)",
     )
+    m = action.add_parser(
+        "migrate",
+        help="move the files an older qbench filed elsewhere (a model file under its full "
+        "path) to where this qbench files them, saying each move; optional: compare and "
+        "history read every older layout in place",
+        allow_abbrev=False,
+    )
+    _add_store(m)
+    m.add_argument("--dry-run", action="store_true", help="say what would move, and move nothing")
     c = command(
         "compare",
         "compare a report with the newest baseline of its machine, model, target and "
@@ -64,6 +77,12 @@ def _add_store(parser):
 
 
 def run_baseline(args):
+    """``qbench baseline save REPORT`` or ``qbench baseline migrate``. Returns the exit
+    code."""
+    return run_migrate(args) if args.action == "migrate" else run_save(args)
+
+
+def run_save(args):
     """``qbench baseline save REPORT``: store it; prints the file. Returns the exit code.
 
     Raises:
@@ -77,6 +96,42 @@ def run_baseline(args):
     )
     print(f"baseline saved: {path}" if written else f"baseline already stored, unchanged: {path}")
     return EXIT_PASS
+
+
+def run_migrate(args):
+    """``qbench baseline migrate``: move the store's files of an older layout to this
+    qbench's (``store.migrate``), a line per file moved or left, then the counts. Exit 0,
+    or 2 when a file was left (damaged, or another run of its name in place).
+
+    Raises:
+        UserError: ``--store`` is not a folder, or the store or a file in it is of a newer
+            layout (nothing moved).
+    """
+    if not Path(args.store).is_dir():
+        raise UserError(f"--store {args.store}: not a baseline store folder")
+    if not args.dry_run:
+        check_writable(args.store, "--store")
+    done = _written("--store", args.store, lambda: store.migrate(args.store, args.dry_run))
+    would = {"moved": "would move", "duplicate removed": "would remove the duplicate"}
+    counts = {"moved": 0, "duplicate removed": 0, "left": 0}
+    for old, new, what in done:
+        if what.startswith("left: "):
+            counts["left"] += 1
+            print(f"left {old}: {what.removeprefix('left: ')}")
+            continue
+        counts[what] += 1
+        if args.dry_run:
+            print(f"{would[what]} {old} -> {new}")
+        else:
+            print(f"moved {old} -> {new}" if what == "moved" else f"{what} {old} ({new})")
+    if not done:
+        print(
+            f"nothing to move: every file in {args.store} is where layout {store.LAYOUT} files it"
+        )
+    else:
+        said = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+        print(f"{args.store}: {said}" + (" (dry run: nothing changed)" if args.dry_run else ""))
+    return EXIT_USAGE if counts["left"] else EXIT_PASS
 
 
 def _written(flag, path, write):
@@ -138,10 +193,12 @@ def run_compare(args):
         if base_path is None:
             k = store.key(report)
             missing = "" if Path(args.store).is_dir() else " (the folder does not exist)"
+            kind = k["target"].rsplit("-", 1)[0]
             reason = (
                 f"no baseline in {args.store}{missing} created before this report for machine "
-                f"{k['machine']}, model {k['model']}, target {k['target']} (qbench baseline "
-                f"save REPORT --store {args.store})"
+                f"{k['machine']}, model {k['model']}, target {kind} (any target dict; "
+                f"this report's {k['target']}) (qbench baseline save REPORT --store "
+                f"{args.store}){_elsewhere(args.store, report, k['machine'])}"
             )
             print(reason)
             _write_json(args.json, None, comparison.not_comparable(reason))
@@ -154,6 +211,20 @@ def run_compare(args):
     if not result["comparable"]:
         return EXIT_NO_BASELINE
     return EXIT_FAIL if result["regression"] else EXIT_PASS
+
+
+def _elsewhere(folder, report, machine):
+    """Words on the report's model's runs stored for other machines (``--baseline`` can
+    compare with one), or ""."""
+    other = [
+        p for p in store.model_runs(folder, report.definition["model"]) if p.parts[-4] != machine
+    ]
+    if not other:
+        return ""
+    return (
+        f"; {len(other)} run(s) of this model are stored for other machines, the newest "
+        f"{other[-1]} (compare --baseline FILE compares accuracy across machines)"
+    )
 
 
 def _write_json(path, base_path, result):
