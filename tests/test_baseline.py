@@ -120,6 +120,10 @@ def test_save_then_compare_the_same_report_is_no_regression(tmp_path, capsys):
     assert f"{_stored(tmp_path)} ({chosen} {report['definition']['digest'][:12]}, created " in out
     assert "itself" not in out
     assert "38/40" in out and "28/40" in out  # INT8 top-1 agreement and accuracy counts
+    untested = sum(r["verdict"] != "~" for r in rows)
+    assert out.rstrip().endswith(
+        f"compare: NO REGRESSION (exit 0): 0 improved, {untested} of {len(rows)} rows not judged"
+    )
     assert {r["runner"] for r in rows if r["metric"] == "top-1 accuracy"} == {
         "pytorch_fp32",
         "tvm_fp32",
@@ -143,6 +147,13 @@ def test_a_slowed_int8_build_is_a_regression(tmp_path, capsys):
     }
     (latency,) = [r for r in rows if r["runner"] == "tvm_int8" and "median" in r["metric"]]
     assert latency["change"] == "1.500x"  # every sample x1.5: the medians' ratio is 1.5
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last == (
+        "compare: REGRESSION (exit 1): latency ratio / TVM FP32 of TVM INT8; latency ratio / "
+        "PyTorch FP32 (eager) of TVM INT8; median latency (ms) of TVM INT8; 0 improved, "
+        f"{sum(r['verdict'] not in ('~', 'regression') for r in rows)} of {len(rows)} rows "
+        "not judged"
+    )
 
 
 def test_a_rerun_on_a_loaded_machine_is_no_regression(tmp_path):

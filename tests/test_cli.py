@@ -541,3 +541,26 @@ def test_the_console_command_ends_the_process_with_mains_exit_code(monkeypatch, 
     monkeypatch.setattr(cli.os, "_exit", ended.append)
     cli.entry()
     assert ended == [4] and capsys.readouterr().out == "done\n"
+
+
+HEAVY = ("tvm", "torch", "torchvision", "scipy.stats", "matplotlib")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["run", "--model", "resnet18", "--repeat", "3"], ["compare", "--help"]],
+)
+def test_the_parser_and_option_errors_import_no_heavy_library(argv):
+    """Issue 35 (every command took 4-6 s to start): the parser, --version and a bad option
+    value load none of TVM, torch, torchvision, scipy.stats or matplotlib (a structural
+    check, not a timing: each of them costs seconds to import)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom qbench.cli.main import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr

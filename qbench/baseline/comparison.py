@@ -338,6 +338,28 @@ def render(result, baseline_path, factor, alpha):
     return f"{head}\n\n{table}\n\n{rules}"
 
 
+def verdict_line(result):
+    """The comparison's one-line verdict, as the run's sign-off line: ``compare: REGRESSION
+    (...)``, ``compare: NO REGRESSION (...)`` or ``compare: NOT COMPARABLE``, with the rows
+    behind it."""
+    if not result["comparable"]:
+        return "compare: NOT COMPARABLE (exit 4): see the reason above"
+    rows = result["rows"]
+    worse = [
+        f"{r['metric']} of {RUNNER_TITLES.get(r['runner'], r['runner'])}"
+        for r in rows
+        if r["verdict"] == stats.REGRESSION
+    ]
+    better = sum(r["verdict"] == stats.IMPROVEMENT for r in rows)
+    untested = sum(
+        r["verdict"] not in (stats.REGRESSION, stats.IMPROVEMENT, stats.SAME) for r in rows
+    )
+    counts = f"{better} improved, {untested} of {len(rows)} rows not judged"
+    if worse:
+        return f"compare: REGRESSION (exit 1): {'; '.join(worse)}; {counts}"
+    return f"compare: NO REGRESSION (exit 0): {counts}"
+
+
 def _text(value):
     if value is None:
         return "-"

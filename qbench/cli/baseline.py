@@ -4,7 +4,7 @@ import math
 import re
 from pathlib import Path
 
-from ..baseline import comparison, history, store
+from ..baseline import store
 from ..core.atomic import check_writable, write_json
 from ..core.errors import UserError
 from ..model.zoo import model_id
@@ -184,6 +184,8 @@ def run_compare(args):
     _check_output("--json", args.json)
     if not args.baseline:
         _check_store(args.store)
+    from ..baseline import comparison  # scipy.stats: imported when a comparison runs
+
     report = store.load_report(args.report)
     if args.baseline:
         base_path, baseline = args.baseline, store.load_baseline(args.baseline)
@@ -207,6 +209,7 @@ def run_compare(args):
         shown = f"{base_path} ({why}, created {baseline.created})"
     result = comparison.compare(report, baseline, args.factor, args.alpha)
     print(comparison.render(result, shown, args.factor, args.alpha))
+    print(comparison.verdict_line(result))
     _write_json(args.json, base_path, result)
     if not result["comparable"]:
         return EXIT_NO_BASELINE
@@ -242,6 +245,8 @@ def run_history(args):
             (both checked before anything is read), an unknown target kind, no stored run, a
             damaged stored file of the model.
     """
+    from ..baseline import history
+
     model = model_id(args.model)  # as reports name it
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"history-{model}-{args.target}")
     png = Path(args.png or Path(args.store) / f"{name}.png")

@@ -32,12 +32,16 @@ def add_parser(command):
 
 def run(args):
     """``qbench run``: the run, its console summary and its report folder; exit 0 on PASS."""
+    opts = run_options(args)  # bad options fail here, before TVM and torch are imported
+    if not (opts.model.endswith(".pt2") or ".py" in opts.model):
+        from ..model.zoo import get_spec
+
+        get_spec(opts.model)  # so does an unknown registry name
     from ..core.progress import stage
     from ..pipeline import engine
     from ..report.markdown import render_console
     from ..report.write import write_reports
 
-    opts = run_options(args)
     attachments = {}
     report = engine.run(opts, attachments)
     with stage("report"):

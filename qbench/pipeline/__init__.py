@@ -12,7 +12,16 @@ Public entries: ``qbench.pipeline.run(RunOptions(...))`` -> ``report.result.RunR
 May import: core, model, data, calibration, quantize, compile, measure, signoff, report,
 baseline, diagnose (the stages before it; ``tests/test_layering.py``)."""
 
-from .engine import run
 from .options import RunOptions
 
 __all__ = ["RunOptions", "run"]
+
+
+def __getattr__(name):
+    """``run`` on first use: the engine imports TVM and torch, which a command that only
+    checks its options (and fails) should not wait for."""
+    if name == "run":
+        from .engine import run
+
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
