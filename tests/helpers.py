@@ -43,9 +43,9 @@ def compiled(mod, target=None, hand_kernels=True):
     """``build.compile(mod, target, hand_kernels=hand_kernels)`` (no tuning database), done
     once per test session: a module equal to one compiled before for the same target
     (``tvm_ffi.structural_equal``, which compares the constants' values too; looked up by
-    ``tvm_ffi.structural_hash``) gets that executable. Tests that quantize the same seeded model, or run one graph on several
-    paths against the same plain reference, compile it once. ``target``: a target dict,
-    ``LLVM`` by default."""
+    ``tvm_ffi.structural_hash``) gets that executable. Tests that quantize the same seeded
+    model, or run one graph on several paths against the same plain reference, compile it
+    once. ``target``: a target dict, ``LLVM`` by default."""
     import tvm_ffi
 
     target = LLVM if target is None else target
@@ -66,6 +66,23 @@ def loaded_vm(mod, target=None):
 
     target = LLVM if target is None else target
     return relax.VirtualMachine(compiled(mod, target), targets.device_for(target))
+
+
+def randn(*shape, seed=0):
+    """Standard normal float32 of ``shape``, seeded."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def batchnorm_model():
+    """C01's model: Conv2d(3, 8, 3, padding 1) -> BatchNorm2d(8) with running mean 2.0 and
+    variance 9.0 -> ReLU, seeded (in training mode, as made)."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(8)
+    bn.running_mean.fill_(2.0)
+    bn.running_var.fill_(9.0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), bn, nn.ReLU())
 
 
 def run_tvm(executable, x):

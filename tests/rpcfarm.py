@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from qbench.core.remote import tracker_keys
 
+SESSION_KEY = "cpu"  # the key of the two servers of the test session's farm (conftest)
+
 
 def free_port():
     """A TCP port free on 127.0.0.1 now, with the next one (TVM takes ``--port-end``)."""
@@ -33,6 +35,7 @@ class Farm:
     tracker_port: int
     tracker: subprocess.Popen
     servers: list = field(default_factory=list)
+    starting: dict = field(default_factory=dict)  # {key: ports} that start_farm started
 
     @property
     def tracker_addr(self):
@@ -63,6 +66,13 @@ class Farm:
             ports.append(port)
         return ports
 
+    def wait_ready(self):
+        """Wait until the tracker answers and lists the servers ``start_farm`` started."""
+        _wait(lambda: _answers(self), 30, "the tracker")
+        for key, ports in self.starting.items():
+            want = len(ports)
+            _wait(lambda k=key, n=want: _registered(self, k) >= n, 60, f"servers {ports}")
+
     def kill_servers(self):
         for _, proc in self.servers:
             _kill(proc)
@@ -72,20 +82,18 @@ class Farm:
         _kill(self.tracker)
 
 
-def start_farm(servers=None):
+def start_farm(servers=None, wait=True):
     """A tracker on a free port, with ``servers`` ({key: count}, none by default) started
     beside it at once (a server retries until the tracker answers); returns when the
-    tracker lists them all."""
+    tracker lists them all, or at once without ``wait`` (then ``Farm.wait_ready``)."""
     port = free_port()
     cmd = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1"]
     tracker = _start(cmd + ["--port", str(port), "--port-end", str(port + 1)])
     farm = Farm(port, tracker)
     try:
-        started = {key: farm._start_servers(key, n) for key, n in (servers or {}).items()}
-        _wait(lambda: _answers(farm), 30, "the tracker")
-        for key, ports in started.items():
-            want = len(ports)
-            _wait(lambda k=key, n=want: _registered(farm, k) >= n, 60, f"servers {ports}")
+        farm.starting = {key: farm._start_servers(key, n) for key, n in (servers or {}).items()}
+        if wait:
+            farm.wait_ready()
     except BaseException:
         farm.stop()
         raise

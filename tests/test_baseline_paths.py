@@ -7,6 +7,7 @@ import pytest
 from test_baseline import _compare, _fixture, _saved
 
 from qbench.cli.main import main
+from qbench.core.errors import UserError
 
 
 def _slowed():
@@ -69,3 +70,15 @@ def test_a_png_path_under_a_file_exits_2_before_reading_the_store(tmp_path, caps
     assert _history(tmp_path, "--store", str(store), "--png", str(bad)) == 2
     err = capsys.readouterr().err
     assert f"--png {bad}: " in err and f"({blocker} is a file)" in err and "no stored" not in err
+
+
+def test_a_report_page_given_for_json_names_the_file_to_pass(tmp_path):
+    """Issue 20: report.md or report.html given where report.json is read names the file to
+    pass, and does not call it damaged."""
+    from qbench.baseline.store import load_report
+
+    for page in ("report.md", "report.html"):
+        (tmp_path / page).write_text("# qbench report\n")
+        with pytest.raises(UserError) as err:
+            load_report(tmp_path / page)
+        assert "pass its report.json" in str(err.value) and "damaged" not in str(err.value)

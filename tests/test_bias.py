@@ -1,9 +1,10 @@
 """Empirical bias correction (qbench.quantize.bias), measured in PyTorch, folded into the
-INT8 graph's int32 correction."""
+INT8 graph's int32 correction, on each layer's output-channel axis (a Linear's last, C24)."""
 
 import numpy as np
 import pytest
 import torch
+from fieldcases import layer_run, run_report
 from helpers import quantize_tiny
 from torch import nn
 
@@ -87,3 +88,48 @@ def test_the_shift_of_a_conv_followed_by_batchnorm_is_in_the_folded_graph_units(
     fixed = q.run("int8", x).mean(axis=(0, 2, 3))
     steps = np.abs([0.01, -3.0]) * STEP / 255  # the folded rescale, per channel
     assert (np.abs(fixed - fp32) <= steps / 2 + 1e-5).all()
+
+
+@pytest.mark.parametrize("name", ["convnext_block", "convnext_square"])
+def test_bias_correction_of_linears_over_channels_last_runs(tmp_path, capsys, layer_models, name):
+    """C24: A Linear's output channels are its last axis at any rank: ``--bias-correction``
+    runs (it had stopped on a (12,) shift against (32,), or, with H equal to the channel
+    count, corrected the wrong axis silently)."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:{name}", "--bias-correction")
+    assert code in (0, 1), capsys.readouterr().err
+    report = run_report(tmp_path)
+    assert report["calibration"]["bias_correction"].startswith("on")
+    int8 = {row["name"] for row in report["layers"] if row["dtype"] != "float32"}
+    assert {"up", "down"} <= int8, report["layers"]
+
+
+def test_a_corrected_linear_output_mean_equals_fp32_per_last_axis_channel():
+    """C24: After bias correction, a Linear over (N, H, W, C) with H == C has the FP32 output's
+    mean in every output channel (its last axis), recomputed here with numpy."""
+    from helpers import quantize_tiny
+
+    from qbench.quantize.bias import bias_shifts
+    from qbench.quantize.fakequant import fake_layers, quantized
+
+    class _Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(3)
+            self.norm, self.fc = torch.nn.LayerNorm(5), torch.nn.Linear(5, 4)
+
+        def forward(self, x):
+            return self.fc(self.norm(x.permute(0, 2, 3, 1))).permute(0, 3, 1, 2)
+
+    model = _Head().eval()
+    x = np.random.default_rng(2).standard_normal((4, 5, 4, 4)).astype(np.float32)
+    q = quantize_tiny(model, [x], calib_mode="max", per_channel=False)
+    fakes = fake_layers(model, q.layers, q.plans)
+    xt = torch.from_numpy(x)
+    bias_shifts(model, fakes, xt)
+    with torch.no_grad(), quantized(model, fakes, {0}) as (run, seen):
+        run(xt)
+        corrected = seen["fc"][1].numpy()
+    assert [layer.name for layer in q.layers] == ["fc"]
+    fp32 = model.fc(model.norm(xt.permute(0, 2, 3, 1))).detach().numpy()
+    assert corrected.shape == (4, 4, 4, 4) and fakes[0].shift.shape == (4,)
+    np.testing.assert_allclose(corrected.mean(axis=(0, 1, 2)), fp32.mean(axis=(0, 1, 2)), atol=1e-5)

@@ -42,3 +42,15 @@ def test_reference_accuracy_has_counts():
     m = accuracy_metrics(_logits([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]), np.array([0, 0]))
     assert (m["top1_accuracy_count"], m["top1_accuracy_total"]) == (1, 2)
     assert (m["top5_accuracy_count"], m["top5_accuracy_total"]) == (1, 2)
+
+
+def test_a_real_runs_fractions_are_their_counts_over_their_totals(tiny_run):
+    """On the session's shared tiny run (``tiny_run``): every fraction in report.json that
+    has a count has its total beside it, and equals count / total."""
+    checked = 0
+    for result in tiny_run.report["results"].values():
+        metrics = result["metrics"]
+        for key in [k for k in metrics if f"{k}_count" in metrics]:
+            assert metrics[key] == metrics[f"{key}_count"] / metrics[f"{key}_total"]
+            checked += 1
+    assert checked >= 5  # PyTorch's accuracy, TVM's agreement and accuracy

@@ -1,6 +1,7 @@
 """cuda builds without a GPU: ``qbench build`` for ``sm_90`` compiles FP32 and INT8, and the
-INT8 kernels call ``dp4a`` (uint8 x int8 dot products of four), found in the generated code.
-The CUDA C is compiled by nvcc (the machine's, or PyPI's nvidia-cuda-nvcc)."""
+INT8 kernels call ``dp4a`` (uint8 x int8 dot products of four), found in the generated code
+(slow: nvcc compiles for a minute). The CUDA C is compiled by nvcc (the machine's, or PyPI's
+nvidia-cuda-nvcc). A run on cuda where no GPU is names ``--target llvm``."""
 
 import json
 import shutil

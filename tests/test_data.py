@@ -1,12 +1,19 @@
-"""Image sources and the calibration/evaluation split."""
+"""Images: sources and what they accept, decoding every file before calibration (C15), the
+input shape and preprocess (C16), labels against the model's classes (C18), and the
+calibration/evaluation split."""
 
 import csv
+import json
+import struct
+import zlib
 
 import numpy as np
 import pytest
+from fieldcases import SMALL_MODELS, cli_run, labels_csv, photos, refused
 from PIL import Image
 
 from qbench import data
+from qbench.cli.main import main
 from qbench.core.errors import UserError
 from qbench.model.zoo import Preprocess
 
@@ -155,3 +162,228 @@ def test_images_beside_class_folders_are_refused(tmp_path):
     _write_images(tmp_path / "thumbs", 2)
     with pytest.raises(UserError, match="holds both images .* and sub-folders"):
         data.open_source(str(tmp_path))
+
+
+def _png_claiming(path, width, height):
+    """A valid 1x1 PNG whose IHDR is patched to claim ``width`` x ``height`` pixels."""
+    Image.new("RGB", (1, 1)).save(path)
+    raw = bytearray(path.read_bytes())
+    ihdr = raw[12:29]  # b"IHDR" + 13 bytes of header fields
+    ihdr[4:12] = struct.pack(">II", width, height)
+    raw[12:29] = ihdr
+    raw[29:33] = struct.pack(">I", zlib.crc32(bytes(ihdr)))
+    path.write_bytes(bytes(raw))
+
+
+def test_a_decompression_bomb_exits_2_before_calibration(tmp_path, capsys, small_models):
+    """C15: a PNG whose header claims 20000 x 20000 pixels: exit 2 naming the file and
+    DecompressionBombError, before calibration."""
+    names = photos(tmp_path / "d", 5)
+    _png_claiming(tmp_path / "d" / "bomb.png", 20000, 20000)
+    labels_csv(tmp_path / "d", [(n, 1) for n in [*names, "bomb.png"]])
+    args = ["--model", f"{small_models}:square", "--data", str(tmp_path / "d"), "--eval-size", "4"]
+    assert cli_run(tmp_path, *args) == 2
+    refused(capsys, tmp_path, "bomb.png", "DecompressionBombError")
+
+
+def test_truncated_and_fake_images_exit_2_naming_the_file(tmp_path, capsys, small_models):
+    """C15: a truncated JPEG and an HTML page named .jpg: exit 2 naming the file; no cache, no
+    report."""
+    for bad, content in [("cut.jpg", None), ("fake.jpg", b"<html>not a photo</html>")]:
+        folder = tmp_path / bad / "3"
+        photos(folder, 5)
+        if content is None:
+            Image.new("RGB", (64, 64), "red").save(folder / bad, quality=90)
+            content = (folder / bad).read_bytes()[:300]
+        (folder / bad).write_bytes(content)
+        data_dir = str(tmp_path / bad)  # 6 images: every one is used
+        args = ["--model", f"{small_models}:square", "--data", data_dir, "--eval-size", "4"]
+        assert cli_run(tmp_path, *args) == 2
+        refused(capsys, tmp_path, bad, "cannot read image")
+
+
+def _exif_rotated(path):
+    image = Image.new("RGB", (4, 2), "black")
+    image.putpixel((0, 0), (255, 0, 0))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees clockwise to display
+    image.save(path, exif=exif)
+
+
+def test_every_pillow_mode_becomes_the_rgb_picture_a_person_sees(tmp_path):
+    """C15: every Pillow mode (greyscale, 16-bit, a palette with transparency, alpha, CMYK) and
+    an EXIF rotation become the RGB picture a person sees."""
+    grey16 = Image.fromarray(np.array([[0, 257 * 100, 65535]], np.uint16))
+    palette = Image.new("P", (1, 2))
+    palette.putpalette([10, 20, 30, 40, 50, 60])
+    palette.putpixel((0, 1), 1)
+    palette.info["transparency"] = 0
+    expected = {
+        "L": (Image.new("L", (1, 1), 77), [77, 77, 77]),
+        "I;16": (grey16, [[0] * 3, [100] * 3, [255] * 3]),
+        "P+transparency": (palette, [[255, 255, 255], [40, 50, 60]]),
+        "RGBA half alpha": (Image.new("RGBA", (1, 1), (0, 0, 200, 128)), [127, 127, 227]),
+        "LA transparent": (Image.new("LA", (1, 1), (0, 0)), [255, 255, 255]),
+        "CMYK": (Image.new("CMYK", (1, 1), (0, 255, 255, 0)), [255, 0, 0]),
+    }
+    for mode, (image, want) in expected.items():
+        got = np.asarray(data.to_rgb(image)).reshape(-1, 3)
+        assert got.tolist() == np.reshape(want, (-1, 3)).tolist(), mode
+    _exif_rotated(tmp_path / "r.png")
+    with Image.open(tmp_path / "r.png") as im:
+        upright = np.asarray(data.to_rgb(im))
+    assert upright.shape == (4, 2, 3) and upright[0, 1].tolist() == [
+        255,
+        0,
+        0,
+    ]  # red: top-left -> top-right
+
+
+def test_a_non_square_model_runs_end_to_end(tmp_path, capsys, small_models):
+    """C16: a model on (3, 32, 48) inputs runs end to end; the report records that shape and
+    TVM FP32 agrees with PyTorch on every image."""
+    code = cli_run(tmp_path, "--model", f"{small_models}:wide", "--data", "synthetic")
+    assert code in (0, 1), capsys.readouterr().err
+    (folder,) = (tmp_path / "rep").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    assert report["model"]["input_shape"] == [3, 32, 48]
+    assert report["results"]["tvm_fp32"]["metrics"]["top1_agreement"] == 1.0
+
+
+def test_input_shape_override_and_preprocess_shape_check(tmp_path, capsys, small_models):
+    """C16: the preprocess fits any (C, H, W) and ``--input-shape`` overrides the model's; a
+    preprocess that cannot give the model's shape is named with both shapes."""
+    from qbench.model.zoo import Preprocess, fit_preprocess
+
+    image = Image.new("RGB", (100, 60))
+    for shape in [(3, 40, 24), (3, 24, 40), (3, 30, 30)]:
+        tf = data.transform(fit_preprocess(Preprocess(), shape))
+        assert tuple(tf(image).shape) == shape
+    images = data.open_source("synthetic", 0, 2)
+    with pytest.raises(UserError, match=r"\(3, 16, 16\).*\(3, 16, 24\)"):
+        data.check_input_shape(images, 0, Preprocess(resize=18, crop=16), (3, 16, 24))
+    args = ["--model", f"{small_models}:square", "--input-shape", "3", "40", "24"]
+    assert cli_run(tmp_path, *args, "--data", "synthetic") in (0, 1), capsys.readouterr().err
+
+
+def test_greyscale_model_is_fed_the_luminance(tmp_path, capsys, small_models):
+    """C16: a one-channel model is fed the luminance of each picture, normalised by the
+    luminance of the mean and std."""
+    from qbench.model.zoo import Preprocess, _fit_channels
+
+    pre = _fit_channels(Preprocess(resize=4, crop=4), 1)
+    assert pre.mean == pytest.approx((0.299 * 0.485 + 0.587 * 0.456 + 0.114 * 0.406,))
+    x = data.transform(pre)(Image.new("RGB", (4, 4), (200, 100, 50)))
+    luma = round(0.299 * 200 + 0.587 * 100 + 0.114 * 50)  # Pillow's L of that colour: 124
+    assert x.shape == (1, 4, 4)
+    assert float(x[0, 0, 0]) == pytest.approx((luma / 255 - pre.mean[0]) / pre.std[0], abs=1e-5)
+    small_models.write_text(
+        SMALL_MODELS + "\ndef grey():\n    return nn.Sequential(nn.Conv2d(1, 4, 3), "
+        "nn.AdaptiveAvgPool2d(1), nn.Flatten()).eval(), (1, 12, 12)\n"
+    )
+    code = cli_run(tmp_path, "--model", f"{small_models}:grey", "--data", "synthetic")
+    assert code in (0, 1), capsys.readouterr().err
+
+
+def test_one_based_labels_exit_2_naming_the_label_file_and_classes(tmp_path, capsys, small_models):
+    """C18: labels 1..10 for a 10-class model: exit 2 naming the label, labels.csv, the class
+    count and that they look one-based."""
+    names = photos(tmp_path / "d", 10)
+    labels_csv(tmp_path / "d", [(n, i + 1) for i, n in enumerate(names)])
+    assert (
+        cli_run(tmp_path, "--model", f"{small_models}:square", "--data", str(tmp_path / "d")) == 2
+    )
+    line = refused(capsys, tmp_path, "label 10", "labels.csv", "10 classes", "one-based")
+    assert str(tmp_path / "d" / "labels.csv") in line
+
+
+def test_class_folder_beyond_the_model_exits_2(tmp_path, capsys, small_models):
+    """C18: a class folder 12 for a 10-class model exits 2 naming the valid labels; a 13-class
+    model takes it."""
+    photos(tmp_path / "d" / "3", 3)
+    photos(tmp_path / "d" / "12", 3)
+    assert (
+        cli_run(tmp_path, "--model", f"{small_models}:square", "--data", str(tmp_path / "d")) == 2
+    )
+    refused(capsys, tmp_path, "label 12", "class folder names", "valid labels: 0..9")
+    images = data.open_source(str(tmp_path / "d"))
+    data.check_labels(images, 13, "m")  # labels 3 and 12 fit a 13-class model
+
+
+def test_non_finite_normalisation_is_refused(tmp_path, capsys, small_models):
+    """A ``--mean`` that is not finite exits 2 naming the option, before any work."""
+    args = [
+        "--model",
+        f"{small_models}:square",
+        "--data",
+        "synthetic",
+        "--mean",
+        "nan",
+        "0.5",
+        "0.5",
+    ]
+    assert cli_run(tmp_path, *args) == 2
+    refused(capsys, tmp_path, "--mean", "finite")
+
+
+def test_sizes_error_names_only_what_the_user_typed(tmp_path, capsys):
+    """Issue 20: 3 images and ``--calib-size 5``: one error line that says so and does not name
+    ``--eval-size``, which the user did not type."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    dirs = ["--cache-dir", str(tmp_path / "c"), "--reports-dir", str(tmp_path / "r")]
+    code = main(["run", "--model", "resnet18", "--data", str(folder), "--calib-size", "5", *dirs])
+    line = [x for x in capsys.readouterr().err.splitlines() if x.startswith("qbench: error:")]
+    assert code == 2 and len(line) == 1
+    assert "has 3 images; cannot take --calib-size 5 (" in line[0]
+    assert "--eval-size" not in line[0]
+
+
+def test_unreachable_hub_fails_fast_in_one_line(monkeypatch):
+    """Issue 20: One TCP connect decides; datasets (which retries for half a minute) is not
+    called."""
+    import socket
+
+    import datasets
+
+    from qbench.data.hf import open_hf
+
+    def refuse(*args, **kwargs):
+        raise OSError("Name or service not known")
+
+    def not_called(*args, **kwargs):
+        raise AssertionError("load_dataset called with the hub unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(datasets, "load_dataset", not_called)
+    with pytest.raises(UserError) as err:
+        open_hf("hf:imagenet-1k", 0, 4)
+    assert "cannot be reached" in str(err.value) and "save_to_disk" in str(err.value)
+
+
+def test_a_folder_without_images_lists_what_it_accepts(tmp_path):
+    """Issue 20: a folder without images names the image types and the layouts it accepts."""
+    from qbench.data.sources import open_source
+
+    (tmp_path / "notes.txt").write_text("not a picture")
+    with pytest.raises(UserError) as err:
+        open_source(str(tmp_path))
+    message = str(err.value)
+    assert all(text in message for text in (".png", ".jpg", "labels.csv", "ImageFolder"))
+
+
+def test_class_folders_without_images_list_what_they_accept(tmp_path):
+    """Issue 20: class folders without images say so and name the image types and layouts
+    accepted."""
+    from qbench.data.sources import open_source
+
+    for cls in ("0", "1"):
+        (tmp_path / cls).mkdir()
+        (tmp_path / cls / "notes.txt").write_text("not a picture")
+    with pytest.raises(UserError) as err:
+        open_source(str(tmp_path))
+    message = str(err.value)
+    assert "hold no images" in message and ".png" in message and "ImageFolder" in message

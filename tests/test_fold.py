@@ -1,11 +1,13 @@
 """BatchNorm folding (``qbench.model.fold``): every folded graph computes what the PyTorch eval
 model computes and holds no batch_norm; a conv -> BatchNorm folds to exactly the graph of
-TVM's own FoldBatchnormToConv2D + FoldConstant path."""
+TVM's own FoldBatchnormToConv2D + FoldConstant path; a conv whose output another branch reads
+too keeps its BatchNorm apart (C26)."""
 
 import numpy as np
 import pytest
 import torch
-from helpers import loaded, run_tvm, torch_out
+from fieldcases import layer_run, run_report
+from helpers import batchnorm_model, loaded, run_tvm, torch_out
 from torch import nn
 
 from qbench.model import fold, frontend, graph
@@ -145,3 +147,30 @@ def test_batchnorm_after_a_conv_in_another_layout_is_decomposed():
     assert "relax.nn.batch_norm" not in ops and ops["relax.multiply"] == 1
     x = np.random.default_rng(3).standard_normal((2, 8, 8, 3)).astype(np.float32)
     np.testing.assert_allclose(_run(folded, x), _run(mod, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_batchnorm_after_a_biased_conv_folds_into_its_weights():
+    """C01: the BatchNorm after a biased conv leaves neither a batch_norm nor a multiply in the
+    imported graph: one conv2d."""
+    model = batchnorm_model().eval()
+    ops = graph.op_counts(frontend.import_model(loaded(model, (3, 8, 8)), 2).mod)
+    assert "relax.nn.batch_norm" not in ops and "relax.multiply" not in ops
+    assert ops["relax.nn.conv2d"] == 1
+
+
+@pytest.mark.parametrize("name", ["two_branches", "skip_around_batchnorm"])
+def test_a_conv_with_two_consumers_keeps_names_gptq_and_numbers(
+    tmp_path, capsys, layer_models, name
+):
+    """C26: The BatchNorm of a conv whose output another branch reads too is not folded into a
+    second copy of the conv: one conv layer, both layers under their PyTorch names, GPTQ on
+    both (it had duplicated the conv, named the layers layer0..2 and skipped GPTQ for the
+    whole model with a wrong reason), and TVM FP32 still matches PyTorch."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:{name}")
+    assert code in (0, 1), capsys.readouterr().err
+    report = run_report(tmp_path)
+    assert [row["name"] for row in report["layers"]] == ["conv", "fc"]
+    rounding = report["calibration"]["weight_rounding"]
+    assert rounding.startswith("gptq") and "2 of 2 layers" in rounding
+    fp32 = report["results"]["tvm_fp32"]["metrics"]
+    assert fp32["top1_agreement"] == 1.0 and fp32["sqnr_db"] > 60

@@ -1,6 +1,7 @@
 """GPTQ weight rounding (qbench.quantize.gptq): hand-derived cases, output error against
-nearest rounding recomputed in numpy, the input H against a numpy im2col, and the INT8 graph
-built from GPTQ plans."""
+nearest rounding recomputed in numpy, the input H against a numpy im2col, the INT8 graph
+built from GPTQ plans, and the layers it reaches through module hooks (keyword calls, a
+direct forward() call: C23)."""
 
 import json
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fieldcases import layer_run, run_report
 from helpers import quantize_tiny, torch_out
 from torch import nn
 
@@ -280,3 +282,26 @@ def test_a_model_that_needs_more_than_one_image_is_checked_on_its_batch(tmp_path
     main([*args, "--reports-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")])
     report = json.loads(next((tmp_path / "r").glob("*/report.json")).read_text())
     assert report["calibration"]["weight_rounding"] == "gptq (4 images, 2 of 2 layers)"
+
+
+@pytest.mark.parametrize("name", ["linear_keyword", "both_keywords"])
+def test_layers_called_with_keywords_get_gptq(tmp_path, capsys, layer_models, name):
+    """C23: ``self.fc(input=y)`` (and a conv so called) is a plain call: the default run (GPTQ
+    rounding) completes and rounds both layers by GPTQ (it had stopped with exit 3)."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:{name}")
+    assert code in (0, 1), capsys.readouterr().err
+    rounding = run_report(tmp_path)["calibration"]["weight_rounding"]
+    assert rounding.startswith("gptq") and "2 of 2 layers" in rounding
+
+
+def test_a_direct_forward_call_keeps_nearest_rounding_naming_the_layer(
+    tmp_path, capsys, layer_models
+):
+    """C23: ``self.fc.forward(y)`` skips module hooks, so fake quantization cannot quantize
+    that layer: the run completes with nearest rounding and a warning naming ``fc`` and why."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:direct_forward")
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    warning = [line for line in (out.out + out.err).splitlines() if "GPTQ" in line]
+    assert any("layers fc:" in line and "without calling the module" in line for line in warning)
+    assert run_report(tmp_path)["calibration"]["weight_rounding"].startswith("nearest")

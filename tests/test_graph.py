@@ -1,6 +1,11 @@
-"""Graph inspection: layers, names, MAC counts."""
+"""Graph inspection: layers, names, MAC counts; every nn.Conv2d/nn.Linear call is one row
+of the layer table under its PyTorch name."""
 
+import importlib.util
+
+import pytest
 import torch
+from fieldcases import layer_run, run_report
 from helpers import loaded
 from torch import nn
 
@@ -38,3 +43,84 @@ def test_observer_returns_each_layer_input():
     fields = obs["main"].ret_ty.fields
     shapes = [[int(d) for d in f.shape] for f in fields]
     assert shapes == [[1, 4, 4, 4], [1, 3, 6, 6], [1, 4, 4, 4]]
+
+
+def _calls_counted_by_pytorch(path, name):
+    """{module paths sharing one weight: calls} of every nn.Conv2d/nn.Linear, counted here
+    with forward hooks."""
+    spec = importlib.util.spec_from_file_location("case_models", path)
+    source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source)
+    model, shape = getattr(source, name)()
+    paths, calls = {}, {}
+    for module_path, sub in model.named_modules(remove_duplicate=False):
+        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+            paths.setdefault(id(sub.weight), set()).add(module_path)
+    for sub in {id(m): m for m in model.modules()}.values():
+        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+            sub.register_forward_hook(
+                lambda m, a, o: calls.update({id(m.weight): calls.get(id(m.weight), 0) + 1})
+            )
+    with torch.no_grad():
+        model(torch.zeros((2, *shape)))
+    return {frozenset(paths[key]): n for key, n in calls.items()}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rescaling",
+        "linear_keyword",
+        "convnext_block",
+        "instance_norm",
+        "two_branches",
+        "skip_around_batchnorm",
+        "shared",
+        "permuted_linear",
+        "shared_weight",
+        "aliased_module",
+        "other_products",
+    ],
+)
+def test_every_conv_and_linear_call_is_in_the_layer_table(tmp_path, capsys, layer_models, name):
+    """C22-C26's kind: The invariant: each nn.Conv2d/nn.Linear call the model makes is one row
+    of the layer table under its module path (a second call as ``<path>#2``), INT8 or FP32
+    with its reason, and the console's "layers built in INT8: N of M" counts every one."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:{name}", "--weight-rounding", "nearest")
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    rows = run_report(tmp_path)["layers"]
+    expected = _calls_counted_by_pytorch(layer_models, name)
+    counted = dict.fromkeys(expected, 0)
+    for row in rows:
+        (group,) = [g for g in expected if row["name"].split("#")[0] in g]
+        counted[group] += int(row["reason"].split()[0]) if row["index"] is None else 1
+        assert row["dtype"] != "float32" or row["reason"], row
+    assert counted == expected
+    int8 = sum(row["dtype"] != "float32" for row in rows)
+    assert f"layers built in INT8: {int8} of {len(rows)}" in out
+
+
+def test_a_module_called_twice_keeps_its_name_and_says_why_gptq_is_off(
+    tmp_path, capsys, layer_models
+):
+    """A conv called twice is two rows, ``conv`` and ``conv#2``; GPTQ stays off, saying the
+    weight is read by more than one layer."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:shared")
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    report = run_report(tmp_path)
+    assert [row["name"] for row in report["layers"]] == ["stem", "conv", "conv#2", "fc"]
+    assert "read by more than one layer" in captured.out + captured.err
+    assert report["calibration"]["weight_rounding"].startswith("nearest")
+
+
+def test_other_products_leave_every_layer_its_name(tmp_path, capsys, layer_models):
+    """A Conv1d, a ConvTranspose2d and a product of two activations are convolutions and
+    matmuls in the export but no quantizable layer: the conv and the Linear keep their
+    names and get GPTQ (every name had been dropped, and GPTQ skipped for a wrong reason)."""
+    code = layer_run(tmp_path, "--model", f"{layer_models}:other_products")
+    assert code in (0, 1), capsys.readouterr().err
+    report = run_report(tmp_path)
+    assert [row["name"] for row in report["layers"]][:2] == ["conv", "fc"]
+    assert report["calibration"]["weight_rounding"].startswith("gptq")

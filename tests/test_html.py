@@ -129,3 +129,22 @@ def test_report_html_renders_in_headless_chromium(report, tmp_path):
     assert box.sum() > 100 * 1000
     dom = _headless(_chromium(), tmp_path / "profile", "--dump-dom", page.as_uri())
     assert '<div class="verdict FAIL"><span class="word">FAIL</span>' in dom
+
+
+def test_a_real_runs_page_opens_with_its_verdict_and_is_self_contained(tiny_run):
+    """On the session's shared tiny run (``tiny_run``): report.html opens with the verdict
+    that report.json records (the run's exit code says the same) and each failed check by
+    name, and refers to nothing outside itself."""
+    from html import escape
+
+    page, signoff = tiny_run.html, tiny_run.report["signoff"]
+    verdict = page.index('<div class="verdict ')
+    assert verdict < page.index("<table") and verdict < page.index("<h2>")
+    word = page[verdict:].split('<span class="word">', 1)[1].split("<", 1)[0]
+    assert word.startswith(signoff["verdict"])
+    assert tiny_run.code == (0 if signoff["verdict"] == "PASS" else 1)
+    for check in signoff["checks"]:
+        if check["passed"] is False:
+            assert f"{escape(check['name'])}: " in page
+    assert "<script" not in page and "<link" not in page and "<img" not in page
+    assert set(re.findall(r'(?:src|href)="(.)', page)) <= {"#"}

@@ -1,12 +1,14 @@
 """Remote runs over TVM RPC on 127.0.0.1: a tracker with two servers, a run through it equal
-to a host run, a sweep whose two cells run at once, a server killed mid-run, bad addresses."""
+to a host run, a sweep whose two cells run at once, a server killed mid-run, bad addresses.
+The sweep, the killed server, tuning through the tracker and a tracker address where nothing
+answers (a 10 s timeout) are slow."""
 
 import datetime as dt
 import json
 import textwrap
 
 import pytest
-from rpcfarm import start_farm
+from rpcfarm import SESSION_KEY, start_farm
 
 from qbench.cli.main import main
 from qbench.measure import timing
@@ -29,16 +31,15 @@ MODELS = textwrap.dedent("""
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).eval(), (1, 3, 32, 32)
 """)
 TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "16", "--batch-size", "4"]
-KEY = "cpu"
+KEY = SESSION_KEY  # the servers of the session's farm (conftest's rpc_farm)
 
 
 @pytest.fixture(scope="module")
-def farm():
-    farm = start_farm({KEY: 2})  # the tracker and both servers start side by side
-    try:
-        yield farm
-    finally:
-        farm.stop()
+def farm(rpc_farm):
+    """The session's farm (conftest's ``rpc_farm``: started with the session, two servers
+    under KEY), once its tracker lists both servers."""
+    rpc_farm.wait_ready()
+    return rpc_farm
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Tuning database layout, budgets, Ctrl-C (fast) and a real tune-then-run round trip (slow)."""
+"""Tuning database layout, budgets, Ctrl-C (fast), damaged database files (C19) and a real
+tune-then-run round trip (slow)."""
 
 import json
 import os
@@ -7,10 +8,12 @@ import signal
 import textwrap
 
 import pytest
+from fieldcases import cli_run
 from helpers import shipped_database
 
 from qbench.cli.main import main
-from qbench.compile import recordcheck, tuning
+from qbench.compile import dbfiles, recordcheck, tuning
+from qbench.compile.targets import Llvm
 from qbench.compile.tuner import StopOnInterrupt, trial_budgets
 
 TINY = textwrap.dedent("""
@@ -254,3 +257,46 @@ def test_record_check_takes_a_kernel_that_differs_from_the_record_in_block_names
     assert database.has_workload(other)
     rejected = recordcheck.check_records([task], LLVM, tmp_path)
     assert not any("wrong" in reason for reason in rejected), rejected
+
+
+def _host_db(tmp_path, root):
+    """The shipped records, copied where ``qbench run`` looks for this host's database."""
+    shipped = shipped_database()
+    folder = tuning.db_dir(tmp_path / root, Llvm.host(2))
+    shutil.copytree(shipped, folder)
+    return folder
+
+
+def test_a_cut_record_line_is_warned_and_ignored_and_never_rewritten(
+    tmp_path, capsys, small_models
+):
+    """C19: a tuning database whose last record line was cut mid-write: the run warns naming
+    the file and line and leaves the file as it is; tune refuses the damaged database."""
+    folder = _host_db(tmp_path, "db")
+    records = folder / dbfiles.RECORDS
+    records.write_bytes(records.read_bytes()[:-200])  # the last line cut mid-write
+    before = records.read_bytes()
+    args = ["--model", f"{small_models}:square", "--data", "synthetic", "--threads", "2"]
+    assert cli_run(tmp_path, *args, "--tuning-db", str(tmp_path / "db")) in (0, 1)
+    err = capsys.readouterr().err
+    assert str(records) in err and "line 64" in err and "Traceback" not in err
+    assert records.read_bytes() == before  # never rewritten, never emptied
+    assert main(["tune", *args, "--tuning-db", str(tmp_path / "db"), "--trials", "1"]) == 2
+    assert "damaged" in capsys.readouterr().err and records.read_bytes() == before
+
+
+def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp_path):
+    """C19: a damaged workloads file leaves out only the records of the lines it spoils; a
+    damaged rejection list, every record of the folder."""
+    folder = _host_db(tmp_path, "db")
+    lines = (folder / dbfiles.WORKLOADS).read_text().splitlines(keepends=True)
+    (folder / dbfiles.WORKLOADS).write_text("".join(lines[:3]) + lines[3][:40])
+    recs = [json.loads(x) for x in (folder / dbfiles.RECORDS).read_text().splitlines()]
+    contents = dbfiles.read_folder(folder)
+    assert len(contents.records) == sum(r[0] != 3 for r in recs)
+    assert f"{dbfiles.WORKLOADS}: line 4" in contents.problems[0]
+    (folder / dbfiles.REJECTED).write_text('["1", "2"')
+    contents = dbfiles.read_folder(folder)
+    assert contents.records == [] and "every record of the folder is ignored" in str(
+        contents.problems
+    )

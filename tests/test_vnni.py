@@ -1,5 +1,7 @@
 """The VNNI path: intrinsic fix, weight packing, packed conv/dense exactness, assembly."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -91,16 +93,35 @@ def _run_target(path):
     return target
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-@pytest.mark.parametrize(
-    "c,o,hw,k,strides,dilation",
-    [
-        (3, 20, 15, 3, (2, 2), (1, 1)),
-        (16, 32, 13, 3, (1, 1), (2, 2)),
-        (8, 16, 7, 1, (1, 1), (1, 1)),
-        (3, 64, 21, 7, (2, 2), (1, 1)),  # a stem: 7x7 taps, paired 16-channel tiles
-    ],
-)
+CONV_SHAPES = [  # (c, o, hw, k, strides, dilation)
+    (3, 20, 15, 3, (2, 2), (1, 1)),
+    (16, 32, 13, 3, (1, 1), (2, 2)),
+    (8, 16, 7, 1, (1, 1), (1, 1)),
+    (3, 64, 21, 7, (2, 2), (1, 1)),  # a stem: 7x7 taps, paired 16-channel tiles
+]
+
+
+def _host_path():
+    """The INT8 conv path of ``PATHS`` this host's own runs take (None: none of them)."""
+    from qbench.compile.kernels.select import int8_gemm_kernels
+
+    return next((k.path for k in int8_gemm_kernels(LLVM) if k.path in PATHS), None)
+
+
+def _conv_grid():
+    """The path x shape grid: in the default suite every path on the first shape and every
+    shape on the host's own path; the rest of the grid is marked slow."""
+    host = _host_path()
+    return [
+        pytest.param(
+            path, *shape, marks=() if i == 0 or path == host else pytest.mark.slow, id=f"{path}-{i}"
+        )
+        for path in PATHS
+        for i, shape in enumerate(CONV_SHAPES)
+    ]
+
+
+@pytest.mark.parametrize("path,c,o,hw,k,strides,dilation", _conv_grid())
 def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
     _runs_here(path)
     rng = np.random.default_rng(1)
@@ -135,9 +156,11 @@ def test_every_path_compiles_to_its_instruction(path):
     assert assembly.count(PATHS[path][1]) >= 4
 
 
+@functools.cache
 def _tiny_int8_graph():
     """A quantized net with every INT8 layer kind: convs, depthwise (stride 2, dilated),
-    dense. Returns (``helpers.Quantized``, an input)."""
+    dense. Returns (``helpers.Quantized``, an input); quantized once per session (read it,
+    never change it)."""
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 24, 3, padding=1),
         torch.nn.ReLU(),
@@ -281,11 +304,11 @@ def test_residual_blocks_keep_every_layer_on_a_hand_kernel():
     assert q.int8_mod["main"].script().count("R.quantize(") == 1
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_residual_blocks_on_kernels_match_plain_integer_graph(path):
-    """The residual inputs the uint8 kernels add (as NCHW16c from the kernel before, or
-    packed) give the plain integer graph's logits bit for bit."""
-    target = _run_target(path)
+@functools.cache
+def _residual_int8_graph():
+    """Two inverted residual blocks, quantized once per session: (``helpers.Quantized``, an
+    input)."""
+    torch.manual_seed(6)
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 24, 3, padding=1),
         _InvertedResidual(24),
@@ -296,7 +319,15 @@ def test_residual_blocks_on_kernels_match_plain_integer_graph(path):
     )
     rng = np.random.default_rng(6)
     q = quantize_tiny(net, [rng.standard_normal((2, 3, 12, 12)).astype(np.float32)])
-    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    return q, rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_residual_blocks_on_kernels_match_plain_integer_graph(path):
+    """The residual inputs the uint8 kernels add (as NCHW16c from the kernel before, or
+    packed) give the plain integer graph's logits bit for bit."""
+    target = _run_target(path)
+    q, x = _residual_int8_graph()
     executable = compiled(q.int8_mod, target)
     plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(run_tvm(executable, x), run_tvm(plain, x))

@@ -1,4 +1,4 @@
-"""Model registry and weight resolution."""
+"""Model registry and weight resolution; model names as a person types them."""
 
 import pytest
 
@@ -37,3 +37,24 @@ def test_lite0_spec_uses_tf_lite_normalisation():
 )
 def test_model_id_names_a_file_model_by_its_base_name(spec, name):
     assert zoo.model_id(spec) == name
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("efficientnet-lite0", "efficientnet_lite0"),
+        ("ResNet18", "resnet18"),
+        ("mobilenetv2", "mobilenet_v2"),
+    ],
+)
+def test_close_names_match_as_a_person_would(typed, meant):
+    """Issue 20: Case and '-' against '_' do not count; the intended name is suggested first."""
+    with pytest.raises(UserError) as err:
+        zoo.get_spec(typed)
+    assert f"close names: {meant}," in str(err.value)
+
+
+def test_model_loading_prints_nothing_on_stdout(capsys):
+    """Issue 20: loading a model prints nothing on stdout."""
+    zoo.load_model("efficientnet_lite0")
+    assert capsys.readouterr().out == ""

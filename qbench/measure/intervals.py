@@ -7,7 +7,10 @@ agreeing images out of 14 give 76.8-100 %, so 14 images cannot show a 97 % limit
 good the build.
 """
 
+import functools
 import math
+
+import numpy as np
 
 CONFIDENCE = 0.95
 
@@ -48,12 +51,15 @@ def images_needed(limit, confidence=CONFIDENCE):
 
 
 TYPICAL_AGREEMENT = 0.99  # top-1 agreement of a good INT8 build (docs/measurements.md)
+SEARCH_BLOCK = 1024  # image counts ``images_to_show`` tries at once
 
 
+@functools.lru_cache(maxsize=64)
 def images_to_show(limit, rate=TYPICAL_AGREEMENT, confidence=CONFIDENCE, most=100_000):
     """The fewest images on which a build agreeing at ``rate`` shows a proportion is at
     least ``limit``: the smallest n whose Clopper-Pearson lower bound of floor(rate x n)
-    agreeing images reaches it (0.97 at 0.99: 290 images).
+    agreeing images, the Beta((1 - confidence) / 2; k, n - k + 1) quantile, reaches it
+    (0.97 at 0.99: 290 images). Searched in blocks of n at once; cached (pure).
 
     Args:
         limit, rate: fractions in [0, 1].
@@ -61,11 +67,16 @@ def images_to_show(limit, rate=TYPICAL_AGREEMENT, confidence=CONFIDENCE, most=10
         int >= 1, or None when ``rate`` <= ``limit`` (no number of images can) or more than
         ``most`` images would be needed.
     """
+    from scipy.stats import beta
+
     if rate <= limit:
         return None
-    n = images_needed(limit, confidence) or 1
-    while n <= most:
-        if clopper_pearson(math.floor(rate * n + 1e-9), n, confidence)[0] >= limit:
-            return n
-        n += 1
+    start = images_needed(limit, confidence) or 1
+    for first in range(start, most + 1, SEARCH_BLOCK):
+        n = np.arange(first, min(first + SEARCH_BLOCK, most + 1))
+        k = np.floor(rate * n + 1e-9)
+        low = beta.ppf((1 - confidence) / 2, np.maximum(k, 1), n - k + 1)
+        hits = np.nonzero((k > 0) & (low >= limit))[0]
+        if hits.size:
+            return int(n[hits[0]])
     return None
