@@ -37,3 +37,30 @@ def test_a_fallback_without_held_out_images_is_refused_where_the_options_are_mad
     with pytest.raises(UserError, match="--holdout-size 0: must be >= 1 with --accuracy-target"):
         RunOptions(model=TINY, **SIZES, accuracy_target=0.9, cache_dir=str(tmp_path / "c"))
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    "fields, flags",
+    [
+        ({"repeat": 5}, ["--repeat", "5"]),
+        ({"threads": 0}, ["--threads", "0"]),
+        ({"calib_size": 0}, ["--calib-size", "0"]),
+        ({"accuracy_target": 1.5}, ["--accuracy-target", "1.5"]),
+        ({"trials": 0}, ["--trials", "0"]),
+        ({"limits": {"min_sqnr_db": -1.0}}, ["--min-sqnr", "-1"]),
+        ({"quant": {"percentile": 0.0}}, ["--percentile", "0"]),
+        ({"torch_int8": ("tvm",)}, ["--torch-int8", "tvm"]),
+    ],
+)
+def test_a_bad_value_gets_the_same_message_from_the_api_and_the_flag(capsys, fields, flags):
+    """RunOptions is checked where it is made, by the command line and the API alike: the
+    same UserError text, which the command line prints with exit 2 (issue 34)."""
+    from qbench.quantize import QuantConfig
+    from qbench.signoff.limits import Limits
+
+    made = {"limits": Limits, "quant": QuantConfig}
+    with pytest.raises(UserError) as api:  # a Limits or QuantConfig refuses as it is made
+        kwargs = {k: made[k](**v) if k in made else v for k, v in fields.items()}
+        RunOptions(model="resnet18", **kwargs)
+    assert main(["run", "--model", "resnet18", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"qbench: error: {api.value}"
