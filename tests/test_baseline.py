@@ -222,7 +222,9 @@ def test_no_baseline_for_the_machine_exits_4(tmp_path, capsys):
     other = _fixture()
     other["environment"]["threads"] = 8
     assert _compare(tmp_path, other) == 4
-    assert "no baseline" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no baseline" in out
+    assert out.rstrip().splitlines()[-1].startswith("compare: NOT COMPARABLE (exit 4)")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "no samples"])

@@ -64,3 +64,19 @@ def test_a_bad_value_gets_the_same_message_from_the_api_and_the_flag(capsys, fie
         RunOptions(model="resnet18", **kwargs)
     assert main(["run", "--model", "resnet18", *flags]) == 2
     assert capsys.readouterr().err.strip() == f"qbench: error: {api.value}"
+
+
+def test_flow_and_graph_names_are_read_as_the_flag_reads_them_once_each():
+    """A new user's findings: ("fx", "fx") crashed after the whole run (exit 3), and a string
+    was split into letters; now the API takes the flag's text and names each flow once."""
+    opts = RunOptions(model="resnet18", torch_int8="fx,pt2e,fx", tune_graphs="int8")
+    assert opts.torch_int8 == ("fx", "pt2e") and opts.tune_graphs == ("int8",)
+    assert RunOptions(model="resnet18", torch_int8=["fx", "fx"]).torch_int8 == ("fx",)
+
+
+def test_a_speedup_limit_over_pytorch_int8_without_its_runners_is_refused_first(capsys):
+    """--min-speedup-vs-torch-int8 without --torch-int8 could only fail after the whole run."""
+    assert main(["run", "--model", "resnet18", "--min-speedup-vs-torch-int8", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--min-speedup-vs-torch-int8 2.0: needs PyTorch INT8 runners" in err
+    assert "--torch-int8 fx,pt2e" in err

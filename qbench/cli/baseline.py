@@ -203,7 +203,9 @@ def run_compare(args):
                 f"{args.store}){_elsewhere(args.store, report, k['machine'])}"
             )
             print(reason)
-            _write_json(args.json, None, comparison.not_comparable(reason))
+            result = comparison.not_comparable(reason)
+            print(comparison.verdict_line(result))
+            _write_json(args.json, None, result)
             return EXIT_NO_BASELINE
         baseline = store.load_entry(base_path)["report"]
         shown = f"{base_path} ({why}, created {baseline.created})"

@@ -108,6 +108,8 @@ class RunOptions:
             if problem:
                 raise UserError(f"{flag} {value}: {problem}")
         _check_preprocessing(self.input_shape, self.mean, self.std)
+        for name in ("tune_graphs", "torch_int8"):  # "fx,pt2e" as the flag takes it; once each
+            object.__setattr__(self, name, _names(getattr(self, name)))
         _check_choices(self)
         if self.tuning_db is None:  # the command line's default too
             from ..compile.tuning import default_root
@@ -126,6 +128,12 @@ def _check_preprocessing(input_shape, mean, std):
         raise UserError(f"--std {std}: every value must be non-zero")
 
 
+def _names(value):
+    """A comma-separated string or a sequence of names as a tuple, each name once, in order."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+
+
 def _check_choices(opts):
     """Raises UserError: bad ``--tune-graphs``, ``--data ''`` or a fallback without
     held-out images."""
@@ -137,6 +145,11 @@ def _check_choices(opts):
     unknown = [f for f in opts.torch_int8 if f not in TORCH_INT8]
     if unknown:
         raise UserError(f"--torch-int8 {unknown[0]}: unknown flow; valid: {', '.join(TORCH_INT8)}")
+    if opts.limits.min_speedup_vs_torch_int8 is not None and not opts.torch_int8:
+        raise UserError(
+            f"--min-speedup-vs-torch-int8 {opts.limits.min_speedup_vs_torch_int8}: needs "
+            "PyTorch INT8 runners to compare with: add --torch-int8 fx,pt2e"
+        )
     if opts.data == "":
         raise UserError("--data '': empty; valid: a folder, hf:NAME[:SPLIT], synthetic, embedded")
     if opts.accuracy_target is not None and opts.holdout_size < 1:
