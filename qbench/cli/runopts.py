@@ -61,11 +61,11 @@ def run_options(args):
         policy=policy,
         tune=getattr(args, "tune", False),
         time_budget_min=args.time_budget,
-        tune_graphs=tuple(args.tune_graphs.split(",")),
+        tune_graphs=args.tune_graphs,
         holdout_size=args.holdout_size if target is not None else 0,
         accuracy_target=target,
         diagnose=getattr(args, "diagnose", False),
-        torch_int8=tuple(f for f in getattr(args, "torch_int8", "").split(",") if f.strip()),
+        torch_int8=getattr(args, "torch_int8", ""),
         **{f: getattr(args, f) for f in fields},
     )
 

@@ -9,6 +9,7 @@ import logging
 import warnings
 from dataclasses import dataclass
 
+from ..core.words import first_line
 from .runners import TorchRunner
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,9 @@ def torch_int8_runners(module, calib, batch_size, input_shape, flows=(FX, PT2E))
 
 
 def _reason(error):
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(error).__name__}: {first[:200]}" if first else type(error).__name__
+    """``Type: first line`` of the error (its first 200 characters), or the type alone."""
+    first, name = first_line(error), type(error).__name__
+    return name if first == name else f"{name}: {first[:200]}"
 
 
 def _fx_x86(module, calib, batch_size, input_shape):

@@ -9,6 +9,7 @@ can read.
 from dataclasses import dataclass
 
 from ..core.errors import UnsupportedModelError
+from ..core.words import first_line
 from .contract import check_forward_inputs, check_stateless
 from .fold import fold_batchnorm
 
@@ -102,9 +103,8 @@ def export(model, batch_size):
             with torch.no_grad():
                 ep = torch.export.export(model.module, (example,))
         except Exception as e:  # noqa: BLE001 - torch.export raises many kinds
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnsupportedModelError(
-                f"model {model.name!r}: torch.export failed ({type(e).__name__}: {first})"
+                f"model {model.name!r}: torch.export failed ({type(e).__name__}: {first_line(e)})"
             ) from e
     else:
         _check_exported_shape(ep, model, batch_size)

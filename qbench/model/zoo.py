@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import UserError
+from ..core.words import first_line
 from .contract import check_program_inputs
 
 log = logging.getLogger(__name__)
@@ -340,7 +341,7 @@ def _load_weights_file(model, path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - unpickling fails in many ways
-        raise UserError(f"--weights {path}: not a readable state dict ({_first_line(e)})") from e
+        raise UserError(f"--weights {path}: not a readable state dict ({first_line(e)})") from e
     state = state.get("state_dict", state) if isinstance(state, dict) else state
     if not isinstance(state, dict):
         raise UserError(f"--weights {path}: holds a {type(state).__name__}, not a state dict")
@@ -349,16 +350,11 @@ def _load_weights_file(model, path):
         model.module.load_state_dict(state)
     except Exception as e:  # noqa: BLE001 - size mismatches and others
         problems = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
-        shown = "; ".join(problems[:3]) or _first_line(e)
+        shown = "; ".join(problems[:3]) or first_line(e)
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UserError(f"--weights {path}: does not fit {model.name}: {shown}{more}") from e
     model.weights = f"file:{path}"
     model.weights_digest = state_digest(model.module)
-
-
-def _first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _check_state_keys(path, model, state, shown=5):

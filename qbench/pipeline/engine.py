@@ -80,8 +80,7 @@ def run(opts, attachments=None):
         speeds,
     )
     wall_s = time.time() - started
-    report = build_report(p, results, wall_s, speeds, verdict, measured.protocol)
-    return replace(report, unavailable=unavailable)
+    return build_report(p, results, wall_s, speeds, verdict, measured.protocol, unavailable)
 
 
 def _named(outcomes, keys):

@@ -11,7 +11,7 @@ from ..report.result import DataInfo, ModelInfo, RunResult
 NOT_CONFIG = ("quant", "policy", "limits")  # RunOptions fields the report keeps elsewhere
 
 
-def build_report(p, results, wall_s, speed, verdict, timing):
+def build_report(p, results, wall_s, speed, verdict, timing, unavailable=None):
     """The run's ``report.result.RunResult``.
 
     Args:
@@ -21,6 +21,7 @@ def build_report(p, results, wall_s, speed, verdict, timing):
         speed: the run's ``Speed``, or None.
         verdict: the sign-off ``Verdict``.
         timing: the timing's record (``timing.record``: ``environment["timing"]``).
+        unavailable: {runner name: why it could not be built}, or None.
     """
     opts, model, split = p.opts, p.model, p.split
     return RunResult(
@@ -58,6 +59,7 @@ def build_report(p, results, wall_s, speed, verdict, timing):
         wall_time_s=round(wall_s, 2),
         speed=speed,
         signoff=verdict,
+        unavailable=unavailable or {},
     )
 
 
