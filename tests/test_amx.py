@@ -2,6 +2,7 @@
 tiles where the host has them), bit for bit against numpy, and whole graphs equal to the
 VNNI path's."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -239,3 +240,86 @@ def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):
     np.testing.assert_array_equal(on_amx, run_tvm(compiled(q.int8_mod, vnni), x))
     plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(on_amx, run_tvm(plain, x))
+
+
+def test_only_reads_the_border_does_not_fit_keep_a_pad_kernel(tiny_net):
+    """Pre-padded outputs: an AMX layer read only by AMX convs (padded by 1, or unpadded)
+    and AMX residual epilogues writes its border; the pads left are those before a
+    non-AMX kernel or after one."""
+    from tvm import relax
+
+    from qbench.compile.kernels.select import select_kernels
+
+    q, _ = tiny_net
+    pads = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.nn.pad":
+            pads.append(tuple(int(v) for v in expr.args[0].ty.shape))
+
+    for _, func in select_kernels(q.int8_mod, SAPPHIRE_RAPIDS).functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    assert sorted(pads) == sorted(
+        [
+            (2, 1, 45, 45, 4),  # the network's input (NCHW4c) before the stem
+            (2, 2, 23, 23, 16),  # the stem's output before the max pool
+            (2, 2, 12, 12, 16),  # the max pool's output before Block(32).a
+            (2, 2, 6, 6, 16),  # the VNNI 1x1 conv's output before Block(24).a
+            (2, 2, 6, 6, 16),  # Block(24)'s output before the depthwise conv
+        ]
+    )  # gone: Block(32).a -> .b, Block(32) -> the strided conv, Block(24).a -> .b
+
+
+def _bordered_nchw16c(x, border, fill):
+    """uint8 (N, C, H, W), C a multiple of 16 -> (N, C/16, H + 2b, W + 2b, 16) with a border
+    of ``fill``."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (border, border), (border, border)), constant_values=fill)
+    blocked = padded.reshape(n, c // 16, 16, h + 2 * border, w + 2 * border)
+    return np.ascontiguousarray(blocked.transpose(0, 1, 3, 4, 2))
+
+
+def _requantized_numpy(acc, zero_point, bounds, residual=None, k=0.5, z_t=9):
+    """The epilogue's arithmetic, exact here: multiplier 2**-6, biases in quarters and k 0.5
+    make every product and sum exact in float32 (|acc| < 2**24), then round half to even."""
+    v = acc.astype(np.float32) * np.float32(2.0**-6) + np.float32(0.25)
+    if residual is not None:
+        v = v + (residual.astype(np.float32) - z_t) * np.float32(k)
+    return np.clip(np.round(v) + zero_point, *bounds).astype(np.uint8)
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+@pytest.mark.parametrize("origin, kernel", [(0, 3), (1, 1)])
+def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel):
+    """A 3x3 conv reading a bordered tensor as its padding (origin 0) and a 1x1 conv reading
+    it from its border in (origin 1), each writing a border of its zero point and adding a
+    bordered residual: bit for bit against numpy, the border included."""
+    import tvm
+
+    if tiles == "amx":
+        _needs_amx()
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
+    w = rng.integers(-128, 128, (32, 32, kernel, kernel)).astype(np.int8)
+    residual = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
+    zp_in, zp_out, bounds = 7, 11, (11, 250)
+    data = _bordered_nchw16c(x, 1, zp_in)
+    p = amx.plan(data.shape, 32, (kernel, kernel), (1, 1), (1, 1), origin=origin)
+    p = dataclasses.replace(p, border=1, residual_border=1)
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    func = amx.conv(p, (zp_out, bounds, (0.5, 9)), True, ops)
+    lib = tvm.compile(
+        tvm.IRModule({"main": func}), target=tvm.target.Target(target or SAPPHIRE_RAPIDS)
+    )
+    constants = [
+        np.zeros(32, np.int32),
+        np.full(32, 2.0**-6, np.float32),
+        np.full(32, 0.25, np.float32),
+    ]
+    args = [data, amx.pack_weight(w, p), *constants, _bordered_nchw16c(residual, 1, 0)]
+    args = [tvm.runtime.tensor(a) for a in [*args, np.zeros(p.stored, np.uint8)]]
+    lib["main"](*args)
+    read = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=zp_in) if origin == 0 else x
+    expected = _requantized_numpy(exact_conv(read, w), zp_out, bounds, residual)
+    np.testing.assert_array_equal(args[-1].numpy(), _bordered_nchw16c(expected, 1, zp_out))

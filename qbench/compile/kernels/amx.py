@@ -58,6 +58,13 @@ class AmxPlan:
             the same step across row ends); the positions past OW of each row are computed
             and not stored. 7x7 outputs take 4 tiles (49 of 64 rows used) instead of 7 of
             7 rows (49 of 112).
+        origin: (rows, columns) of ``data`` before the conv's first input pixel: the border
+            of a tensor written with one (``border``) that this conv reads unpadded.
+        border: pixels of the output's zero point the kernel writes around its output on
+            every side, so that the next 3x3 convs read it as their padding; the stored
+            tensor is ``stored``.
+        residual_border: the border of the residual input (its shape: (N, OCB, OH + 2 b,
+            OW + 2 b, 16)).
     """
 
     data: tuple
@@ -71,6 +78,9 @@ class AmxPlan:
     m_tiles: int
     n_tiles: int
     flat: bool
+    origin: tuple = (0, 0)
+    border: int = 0
+    residual_border: int = 0
 
     @property
     def block(self):
@@ -86,6 +96,15 @@ class AmxPlan:
         """(OCB, CB, KH, groups, K quads, 16, 4) of ``pack_weight``."""
         kh = self.kernel[0]
         return (self.out[1], self.data[1], kh, self.groups, self.k_bytes // QUAD, LANES, QUAD)
+
+    @property
+    def stored(self):
+        """(N, OCB, OH + 2 b, OW + 2 b, 16) of the output tensor with its ``border`` b."""
+        return _bordered(self.out, self.border)
+
+    @property
+    def residual_shape(self):
+        return _bordered(self.out, self.residual_border)
 
     @property
     def positions(self):
@@ -106,14 +125,21 @@ class AmxPlan:
         return count + count % self.m_tiles
 
 
-def plan(data_shape, channels_out, kernel, strides, dilation):
+def _bordered(shape, border):
+    n, c, h, w, lanes = shape
+    return (n, c, h + 2 * border, w + 2 * border, lanes)
+
+
+def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
     """The ``AmxPlan`` of a conv of ``channels_out`` outputs over padded (N, C/block, H, W,
-    block) ``data_shape``.
+    block) ``data_shape``, reading it from ``origin`` rows and columns in on every side (the
+    border of a bordered tensor read by an unpadded conv).
 
     The taps of a row are grouped so that a row holds at most 64 bytes and the groups of a
     kernel row are as even as can be (KW 5 on 16 channels: 2 groups of 3 taps, 1 past KW).
     """
     n, cb, hp, wp, block = (int(v) for v in data_shape)
+    hp, wp = hp - 2 * origin, wp - 2 * origin
     kh, kw = kernel
     taps = min(kw, TILE_BYTES // block) if dilation[1] == 1 else 1
     groups = -(-kw // taps)
@@ -122,6 +148,7 @@ def plan(data_shape, channels_out, kernel, strides, dilation):
     ow = (wp - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     ocb = -(-int(channels_out) // LANES)
     flat = tuple(strides) == (1, 1)
+    hp, wp = hp + 2 * origin, wp + 2 * origin
     positions = (oh - 1) * wp + ow if flat else ow
     rows = min(TILE_ROWS, positions)
     m_tiles = 2 if positions > rows else 1
@@ -138,13 +165,14 @@ def plan(data_shape, channels_out, kernel, strides, dilation):
         m_tiles,
         n_tiles,
         flat,
+        (origin, origin),
     )
 
 
 def extra_columns(p):
     """Input columns an A row may read past the padded width (taps past KW, which meet zero
     weights): the caller pads them with the zero point so every read stays in the tensor."""
-    last = (p.out[3] - 1) * p.strides[1] + (p.groups * p.taps - 1) * p.dilation[1]
+    last = p.origin[1] + (p.out[3] - 1) * p.strides[1] + (p.groups * p.taps - 1) * p.dilation[1]
     return max(0, last - (p.data[3] - 1))
 
 
@@ -305,11 +333,14 @@ def conv(p, epilogue, residual, tiles):
     Returns:
         A PrimFunc of (data uint8 ``p.data``, weight int8 ``p.weight_shape``[, correction
         int32 (OCB*16,), multiplier float32 (OCB*16,), bias float32 (OCB*16,)[, residual
-        uint8 ``p.out``]], out ``p.out``, uint8, or int32 without an ``epilogue``).
+        uint8 ``p.residual_shape``]], out ``p.stored``, uint8, or int32 without an
+        ``epilogue``).
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
+    if epilogue is None and (p.border or residual):
+        raise ValueError("amx.conv: a border or a residual needs the uint8 epilogue")
     ocb = p.out[1]
     with IRBuilder() as builder:
         with T.prim_func():
@@ -321,9 +352,9 @@ def conv(p, epilogue, residual, tiles):
                     args.append(T.arg(name, T.buffer((ocb * LANES,), dtype)))
                 args.append(T.arg("bias", T.buffer((ocb * LANES,), "float32")))
             if residual:
-                args.append(T.arg("residual", T.buffer(p.out, "uint8")))
+                args.append(T.arg("residual", T.buffer(p.residual_shape, "uint8")))
             dtype = "int32" if epilogue is None else "uint8"
-            out = T.arg("out", T.buffer(p.out, dtype))
+            out = T.arg("out", T.buffer(p.stored, dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
             tiles.request()
             flat = T.decl_buffer((int(np.prod(p.data)),), "uint8", data=args[0].data)
@@ -335,7 +366,8 @@ def conv(p, epilogue, residual, tiles):
 def _tasks(p, buffers, epilogue, tiles):
     """The parallel loop of ``conv``: one task per (output-channel group, image, run of
     steps), each loading its tile configuration once for its steps; a step is ``m_tiles``
-    M tiles of one line by ``n_tiles`` output-channel tiles. The larger of a group's
+    M tiles of one line by ``n_tiles`` output-channel tiles; a task's first run writes the
+    output's border around its channel blocks. The larger of a group's
     weights and an image's data is the outer loop, so a thread's consecutive tasks share it
     in cache (resnet18 at batch 8: its 3x3 512->512 convs hold 147 KB of weights a group
     against 41 KB of data an image, its 64->64 convs 74 KB against 215 KB)."""
@@ -362,6 +394,10 @@ def _tasks(p, buffers, epilogue, tiles):
             _accumulate(p, buffers[:2], (b, group, line), starts, tiles, acc)
             _requantize(p, buffers[2:], (b, group, line), starts, epilogue, acc)
         tiles.release()
+        if p.border:
+            with T.If(run == 0), T.Then():
+                for ni in range(p.n_tiles):
+                    _fill_border(p, buffers[-1], (b, group * p.n_tiles + ni), epilogue[0])
 
 
 def _weights_outer(p):
@@ -401,9 +437,9 @@ def _accumulate(p, buffers, task, starts, tiles, acc):
         tiles.zero(t)
     quads = p.k_bytes // QUAD
     with T.serial(cb) as c, T.serial(kh_size) as kh, T.serial(p.groups) as g:
-        row = ((b * cb + c) * hp + y * sh + kh * dh) * wp
+        row = ((b * cb + c) * hp + y * sh + kh * dh + p.origin[0]) * wp
         for mi, x in enumerate(starts):
-            column = x * sw + g * p.taps * dw
+            column = x * sw + g * p.taps * dw + p.origin[1]
             tiles.load(a_tiles[mi], data, (row + column) * block, sw * block)
         for ni in range(p.n_tiles):
             o = group * p.n_tiles + ni
@@ -421,26 +457,52 @@ def _accumulate(p, buffers, task, starts, tiles, acc):
 def _requantize(p, buffers, task, starts, epilogue, acc):
     """Each pixel's 16 channels of ``acc`` requantized to uint8 as one vector
     (``conv2d.requantize_u8``), or as they are without an ``epilogue``, stored to the
-    output (NCHW16c)."""
+    output (NCHW16c). A pixel's position is found once for its ``n_tiles`` channel blocks."""
     from tvm.script.ir_builder import tirx as T
 
-    from .conv2d import requantize_u8
-
     *constants, out = buffers
-    residual = constants[3] if len(constants) > 3 else None
     b, group, line = task
     c_tiles, _, _ = _tile_numbers(p)
     wp, ow = p.data[3], p.out[3]
     for mi, start in enumerate(starts):
-        for ni in range(p.n_tiles):
-            o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
-            with T.serial(p.rows) as r:
-                y, x = ((start + r) // wp, (start + r) % wp) if p.flat else (line, start + r)
-                with T.If(x < ow), T.Then(), T.vectorized(LANES) as lane:
-                    index = (b, o, y, x, lane)
-                    value = acc[(t * TILE_ROWS + r) * LANES + lane]
-                    if epilogue is not None:
-                        added = residual[index] if residual is not None else None
-                        channel = o * LANES + lane
-                        value = requantize_u8(value, channel, constants, epilogue, added)
-                    T.buffer_store(out, value, list(index))
+        with T.serial(p.rows) as r:
+            y, x = ((start + r) // wp, (start + r) % wp) if p.flat else (line, start + r)
+            with T.If(x < ow), T.Then():
+                for ni in range(p.n_tiles):
+                    o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
+                    with T.vectorized(LANES) as lane:
+                        value = acc[(t * TILE_ROWS + r) * LANES + lane]
+                        _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
+
+
+def _store(p, out, index, value, constants, epilogue):
+    """Store one int32 accumulator ``value`` of output pixel ``index`` (N, OCB, OH, OW, 16)
+    to ``out`` (past its border), requantized to uint8 when there is an ``epilogue`` (the
+    residual input, ``constants[3]``, read at the same pixel, past its own border)."""
+    from tvm.script.ir_builder import tirx as T
+
+    from .conv2d import requantize_u8
+
+    b, o, y, x, lane = index
+    if epilogue is not None:
+        rb = p.residual_border
+        residual = constants[3][b, o, y + rb, x + rb, lane] if len(constants) > 3 else None
+        value = requantize_u8(value, o * LANES + lane, constants, epilogue, residual)
+    T.buffer_store(out, value, [b, o, y + p.border, x + p.border, lane])
+
+
+def _fill_border(p, out, task, zero_point):
+    """Write ``zero_point`` to the ``border`` of output channel block ``o`` of image ``b``:
+    its first and last b rows whole, the first and last b columns of the rows between."""
+    from tvm.script.ir_builder import tirx as T
+
+    b, o = task
+    border, (_, _, height, width, _) = p.border, p.stored
+    zp = T.uint8(zero_point)
+    with T.serial(border) as i, T.serial(width) as x, T.vectorized(LANES) as lane:
+        T.buffer_store(out, zp, [b, o, i, x, lane])
+        T.buffer_store(out, zp, [b, o, height - 1 - i, x, lane])
+    with T.serial(height - 2 * border) as y, T.serial(border) as i:
+        with T.vectorized(LANES) as lane:
+            T.buffer_store(out, zp, [b, o, y + border, i, lane])
+            T.buffer_store(out, zp, [b, o, y + border, width - 1 - i, lane])

@@ -32,13 +32,22 @@ def padded_nchw16c(bb, data, padding, zero_point):
     return bb.emit(op.nn.pad(data, width, pad_value=float(zero_point)))
 
 
-def nchw16c_behind(bb, x_q):
-    """The uint8 NCHW16c tensor a uint8 kernel wrote, when ``x_q`` (N, C, H, W) is its
-    unpack, else None."""
+def blocked_behind(bb, x_q):
+    """(the uint8 NCHW16c tensor a uint8 kernel wrote, its border: ``amx.AmxPlan.border``)
+    when ``x_q`` (N, C, H, W) is its unpack, else (None, 0)."""
     from tvm import relax
 
     value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
     callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
     if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
-        return value.args[1].fields[0]
-    return None
+        blocked = value.args[1].fields[0]
+        border = (int(blocked.ty.shape[2]) - int(x_q.ty.shape[2])) // 2
+        return blocked, border
+    return None, 0
+
+
+def nchw16c_behind(bb, x_q):
+    """The uint8 NCHW16c tensor a uint8 kernel wrote, when ``x_q`` (N, C, H, W) is its
+    unpack and it has no border, else None."""
+    blocked, border = blocked_behind(bb, x_q)
+    return blocked if not border else None

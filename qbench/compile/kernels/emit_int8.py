@@ -12,7 +12,7 @@ to the kernel, whose epilogue then stores uint8.
 import numpy as np
 
 from .conv2d import OUT_ELEMWISE_FUSABLE
-from .emit_common import nchw16c_behind, padded_columns, padded_nchw16c
+from .emit_common import blocked_behind, nchw16c_behind, padded_columns, padded_nchw16c
 
 
 def _const(array, dtype):
@@ -231,43 +231,68 @@ def _nchw16c_of(bb, x_q, zero_point):
 
 def amx_requantized(bb, chain):
     """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv``), storing
-    uint8 NCHW16c. It reads the NCHW16c tensor of the uint8 kernel before it, padded in that
-    layout; another input is packed to NCHW4c when it has at most 4 channels (the stem: 7
-    taps of 4 channels in one tile row), else to NCHW16c. The columns a tile row reads past
-    the kernel's taps are padded with the zero point. Returns the unpacked (N, C, OH, OW)
-    uint8 tensor, as ``packed_requantized``."""
+    uint8 NCHW16c, with the chain's ``border`` of its zero point around it. It reads its
+    input as ``_amx_data`` gives it, and a residual input as the uint8 kernel before wrote
+    it (bordered or not), else packed. Returns the unpacked (N, C, OH, OW) uint8 tensor, as
+    ``packed_requantized``."""
     import dataclasses
 
     from tvm import relax
 
     from . import amx, layout
 
-    layer, attrs = chain.layer, chain.layer.attrs
-    zp, (channels, inputs, kh, kw) = int(layer.zero_point), layer.weight.shape
-    strides = tuple(int(s) for s in attrs.strides)
-    dilation = tuple(int(d) for d in attrs.dilation)
-    blocked = nchw16c_behind(bb, layer.x_q)
-    if blocked is None and inputs <= amx.QUAD:
-        blocked = bb.emit(bb.call_te(layout.pack_nchw4c, layer.x_q, zp))
-    elif blocked is None:
-        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
-    shape = [int(v) for v in blocked.ty.shape]
-    top, left, bottom, right = layer.padding
-    shape[2:4] = [shape[2] + top + bottom, shape[3] + left + right]
-    p = amx.plan(shape, channels, (kh, kw), strides, dilation)
-    extra = amx.extra_columns(p)
-    data = padded_nchw16c(bb, blocked, (top, left, bottom, right + extra), zp)
-    p = dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))
+    layer = chain.layer
+    data, p = _amx_data(bb, layer)
+    p = dataclasses.replace(p, border=chain.border)
     args = [data, _const(amx.pack_weight(layer.weight, p), "int8")]
     args += _blocked_constants(chain, layer.correction)
     residual = None
     if chain.residual is not None:
         t_q, k, z_t = chain.residual
-        args.append(_nchw16c_of(bb, t_q, z_t))
-        residual = (k, z_t)
+        blocked, border = blocked_behind(bb, t_q)
+        if blocked is None:
+            blocked = bb.emit(bb.call_te(layout.pack_nchw16c, t_q, z_t))
+        args.append(blocked)
+        p, residual = dataclasses.replace(p, residual_border=border), (k, z_t)
     epilogue = (chain.zero_point, chain.bounds, residual)
     func = amx.conv(p, epilogue, residual is not None, amx.AmxTiles())
     kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d")
-    out = relax.TensorType(p.out, "uint8")
+    out = relax.TensorType(p.stored, "uint8")
     blocked = bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
-    return bb.call_te(layout.unpack_nchw16c, blocked, channels)
+    return bb.call_te(layout.unpack_nchw16c, blocked, layer.weight.shape[0], chain.border)
+
+
+def _amx_data(bb, layer):
+    """(uint8 data var, ``amx.AmxPlan``) of an AMX conv ``layer``. The bordered NCHW16c
+    tensor of the AMX layer before it is read as it is when its border is this conv's
+    padding, or from its border in when this conv has none; a tensor without a border, padded
+    in that layout. Another input is packed to NCHW4c when it has at most 4 channels (the
+    stem: 7 taps of 4 channels in one tile row), else to NCHW16c, then padded. The columns a
+    tile row reads past the kernel's taps are padded with the zero point."""
+    import dataclasses
+
+    from . import amx, layout
+
+    attrs, zp = layer.attrs, int(layer.zero_point)
+    channels, inputs, kh, kw = layer.weight.shape
+    conv = (channels, (kh, kw), tuple(int(s) for s in attrs.strides))
+    conv += (tuple(int(d) for d in attrs.dilation),)
+    padding = tuple(layer.padding)
+    blocked, border = blocked_behind(bb, layer.x_q)
+    if border and padding in ((border,) * 4, (0,) * 4):
+        shape = tuple(int(v) for v in blocked.ty.shape)
+        p = amx.plan(shape, *conv, origin=0 if any(padding) else border)
+        if not amx.extra_columns(p):
+            return blocked, p
+    if border:  # a read the border does not fit: the plain tensor, packed again
+        blocked = None
+    if blocked is None and inputs <= amx.QUAD:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw4c, layer.x_q, zp))
+    elif blocked is None:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
+    shape = [int(v) for v in blocked.ty.shape]
+    top, left, bottom, right = padding
+    shape[2:4] = [shape[2] + top + bottom, shape[3] + left + right]
+    p = amx.plan(shape, *conv)
+    data = padded_nchw16c(bb, blocked, (top, left, bottom, right + amx.extra_columns(p)), zp)
+    return data, dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))

@@ -147,12 +147,13 @@ def pack_nchw16c(x, zero_point):
     )
 
 
-def unpack_nchw16c(x, channels):
-    """(N, C16, H, W, 16) -> (N, ``channels``, H, W): the layer's channels in NCHW."""
+def unpack_nchw16c(x, channels, border=0):
+    """(N, C16, H + 2 b, W + 2 b, 16) -> (N, ``channels``, H, W): the layer's channels in
+    NCHW, without the ``border`` b of a bordered tensor (``amx.AmxPlan.border``)."""
     n, _, h, w, _ = x.shape
     return te.compute(
-        (n, channels, h, w),
-        lambda b, c, y, xx: x[b, c // OC_BLOCK, y, xx, c % OC_BLOCK],
+        (n, channels, h - 2 * border, w - 2 * border),
+        lambda b, c, y, xx: x[b, c // OC_BLOCK, y + border, xx + border, c % OC_BLOCK],
         name="unpack_nchw16c",
     )
 

@@ -207,6 +207,8 @@ class RequantizedLayer:
         bounds: (q_lo, q_hi), ints in [0, 255]: the clamp of the quantized value.
         residual: (t_q, k, z_t): a residual input's uint8 Relax var (the output's shape),
             its multiplier to output steps (float) and its zero point; or None.
+        border: pixels of ``zero_point`` the kernel writes around its output, read by the
+            next kernels as their padding (``kernels.borders``); 0 for none.
     """
 
     layer: IntegerLayer
@@ -215,6 +217,7 @@ class RequantizedLayer:
     zero_point: int
     bounds: tuple
     residual: tuple = None
+    border: int = 0
 
 
 def requantized_layer(call, var2val, uses):

@@ -220,8 +220,9 @@ def _visit(mod, target, emit):
 
 def _chains(func, var2val, target):
     """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
-    kernel has a uint8 form on ``target``."""
+    kernel has a uint8 form on ``target``, with the borders of ``borders.with_borders``."""
     from ...model.graph import use_counts
+    from .borders import with_borders
 
     uses = use_counts(func)
     found = {}
@@ -230,7 +231,11 @@ def _chains(func, var2val, target):
         kernel = choose(chain.layer, target, True) if chain is not None else None
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
-    return found
+
+    def on_amx(chain):
+        return choose(chain.layer, target, True).path == "amx"
+
+    return with_borders(found, var2val, uses, on_amx)
 
 
 def _remapped(mutator, layer):
