@@ -262,13 +262,13 @@ def test_only_reads_the_border_does_not_fit_keep_a_pad_kernel(tiny_net):
             relax.analysis.post_order_visit(func, visit)
     assert sorted(pads) == sorted(
         [
-            (2, 1, 45, 45, 4),  # the network's input (NCHW4c) before the stem
             (2, 2, 23, 23, 16),  # the stem's output before the max pool
             (2, 2, 12, 12, 16),  # the max pool's output before Block(32).a
             (2, 2, 6, 6, 16),  # the VNNI 1x1 conv's output before Block(24).a
             (2, 2, 6, 6, 16),  # Block(24)'s output before the depthwise conv
         ]
-    )  # gone: Block(32).a -> .b, Block(32) -> the strided conv, Block(24).a -> .b
+    )  # gone: Block(32).a -> .b, Block(32) -> the strided conv, Block(24).a -> .b, and the
+    # network's input before the stem (input_quantize pads it as it quantizes it)
 
 
 def _bordered_nchw16c(x, border, fill):

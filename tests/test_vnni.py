@@ -289,7 +289,7 @@ def test_residual_blocks_keep_every_layer_on_a_hand_kernel():
     )
     calib = [np.random.default_rng(5).standard_normal((2, 3, 12, 12)).astype(np.float32)]
     q = quantize_tiny(net, calib)
-    hand_ops = ("conv2d_packed", "conv2d_nchwc_fp32", "depthwise_conv2d")
+    hand_ops = ("conv2d_packed", "conv2d_nchwc_fp32", "depthwise_conv2d", "quantize_pack_pad")
     for mod in (q.fp32_mod, q.int8_mod):
         lowered = tuning.apply(mod, _class_target("avx2"), [])
         with_hand_op = {n for n in lowering.kernels(lowered) if any(op in n for op in hand_ops)}

@@ -56,9 +56,11 @@ def _packed_conv_inputs(bb, layer, packing):
     if blocked is not None:
         data, multiple = padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
     else:
+        multiple = None
+        data = _quantized_input(bb, layer, tuple(layer.padding), _packed_data(packing))
+    if data is None:
         x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
-        multiple = None
     weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype, multiple)
     return data, _const(weight, weight.dtype.name)
 
@@ -267,11 +269,14 @@ def _amx_data(bb, layer):
     tensor of the AMX layer before it is read as it is when its border is this conv's
     padding, or from its border in when this conv has none; a tensor without a border, padded
     in that layout. Another input is packed to NCHW4c when it has at most 4 channels (the
-    stem: 7 taps of 4 channels in one tile row), else to NCHW16c, then padded. The columns a
-    tile row reads past the kernel's taps are padded with the zero point."""
+    stem: 7 taps of 4 channels in one tile row), else to NCHW16c, then padded; the graph's
+    quantize of an FP32 tensor (the network's input) is quantized, packed and padded by one
+    kernel (``_quantized_input``). The columns a tile row reads past the kernel's taps are
+    padded with the zero point."""
     import dataclasses
 
     from . import amx, layout
+    from .conv2d import OC_BLOCK
 
     attrs, zp = layer.attrs, int(layer.zero_point)
     channels, inputs, kh, kw = layer.weight.shape
@@ -286,13 +291,35 @@ def _amx_data(bb, layer):
             return blocked, p
     if border:  # a read the border does not fit: the plain tensor, packed again
         blocked = None
-    if blocked is None and inputs <= amx.QUAD:
-        blocked = bb.emit(bb.call_te(layout.pack_nchw4c, layer.x_q, zp))
-    elif blocked is None:
-        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
-    shape = [int(v) for v in blocked.ty.shape]
+    block = amx.QUAD if inputs <= amx.QUAD else OC_BLOCK
+    block = block if blocked is None else int(blocked.ty.shape[-1])
+    n, _, h, w = (int(v) for v in layer.x_q.ty.shape)
     top, left, bottom, right = padding
-    shape[2:4] = [shape[2] + top + bottom, shape[3] + left + right]
-    p = amx.plan(shape, *conv)
-    data = padded_nchw16c(bb, blocked, (top, left, bottom, right + amx.extra_columns(p)), zp)
+    p = amx.plan((n, -(-inputs // block), h + top + bottom, w + left + right, block), *conv)
+    padding = (top, left, bottom, right + amx.extra_columns(p))
+    data = _quantized_input(bb, layer, padding, (block, "uint8", 0)) if blocked is None else None
+    if data is None:
+        if blocked is None:
+            pack = layout.pack_nchw4c if block == amx.QUAD else layout.pack_nchw16c
+            blocked = bb.emit(bb.call_te(pack, layer.x_q, zp))
+        data = padded_nchw16c(bb, blocked, padding, zp)
     return data, dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))
+
+
+def _quantized_input(bb, layer, padding, packed):
+    """The data var of a layer reading the graph's quantize of an FP32 tensor: the
+    quantize, packing and padding (top, left, bottom, right) as one kernel
+    (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``. None for
+    any other input, or a quantize whose zero point is not the layer's."""
+    from tvm import relax
+
+    from .input_quantize import out_shape, quantize_pack_pad, quantize_source
+
+    source = quantize_source(bb, layer.x_q)
+    if source is None or source[2] != int(layer.zero_point):
+        return None
+    x, scale, zero_point = source
+    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed)
+    kernel = bb.add_func(func.without_attr("global_symbol"), "quantize_pack_pad")
+    out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0]), packed[1])
+    return bb.emit(relax.call_tir(kernel, relax.Tuple([x]), out))

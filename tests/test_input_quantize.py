@@ -1,0 +1,62 @@
+"""The network input's quantize, pack and pad as one kernel (``kernels/input_quantize``):
+bit for bit against numpy, on any CPU."""
+
+import numpy as np
+import pytest
+
+from qbench.compile.kernels.input_quantize import out_shape, quantize_pack_pad
+
+LLVM = {"kind": "llvm"}
+
+
+def _numpy(x, scale, zero_point, padding, block, dtype, offset):
+    """Quantize (round half to even, clip to uint8), shift by ``offset``, pad the channels
+    to a multiple of ``block`` and the sides by ``padding`` with the zero point, block."""
+    n, c, h, w = x.shape
+    top, left, bottom, right = padding
+    q = np.clip(np.round(x / np.float32(scale)) + zero_point, 0, 255).astype(np.int32)
+    chunks = -(-c // block)
+    full = np.full((n, chunks * block, h + top + bottom, w + left + right), zero_point, np.int32)
+    full[:, :c, top : top + h, left : left + w] = q
+    full = full.reshape(n, chunks, block, *full.shape[2:]).transpose(0, 1, 3, 4, 2)
+    return (full - offset).astype(dtype)
+
+
+def _run(x, scale, zero_point, padding, packed):
+    import tvm
+
+    func = quantize_pack_pad(x.shape, scale, zero_point, padding, *packed)
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(LLVM))
+    out = tvm.runtime.tensor(np.zeros(out_shape(x.shape, padding, packed[0]), packed[1]))
+    lib["main"](tvm.runtime.tensor(x), out)
+    return out.numpy()
+
+
+@pytest.mark.parametrize(
+    "channels, padding, packed",
+    [
+        (3, (3, 3, 3, 5), (4, "uint8", 0)),  # the AMX stem: 3 channels, extra columns right
+        (5, (1, 2, 0, 1), (4, "uint8", 0)),  # two blocks, the second 1 channel + 3 padded
+        (20, (0, 0, 0, 0), (16, "uint8", 0)),  # no padding at all
+        (3, (1, 1, 1, 1), (2, "int16", 0)),  # AVX2's int16 pairs
+        (3, (2, 1, 2, 1), (4, "int8", 128)),  # Arm's sdot: the values shifted into int8
+    ],
+)
+def test_quantize_pack_pad_is_exact(channels, padding, packed):
+    """Values on the rounding halves (x / 0.25 = k + 0.5 exactly), past both clip limits,
+    and plain random ones, with scale 0.25 and 0.0187."""
+    rng = np.random.default_rng(channels)
+    halves = (rng.integers(-700, 700, (2, channels, 7, 9)) + 0.5) * 0.25
+    for scale, x in ((0.25, halves), (0.0187, rng.standard_normal((2, channels, 7, 9)) * 3)):
+        x = x.astype(np.float32)
+        got = _run(x, np.float32(scale), 77, padding, packed)
+        np.testing.assert_array_equal(got, _numpy(x, scale, 77, padding, *packed))
+
+
+def test_halves_round_to_even_and_limits_clip():
+    """By hand: scale 0.5, zero point 10: 0.25 / 0.5 = 0.5 -> 0 -> 10; 0.75 -> 1.5 -> 2 -> 12;
+    -0.25 -> -0.5 -> -0 -> 10; 200 -> 400 -> 255; -200 -> 0; the padded channels 10."""
+    x = np.array([0.25, 0.75, -0.25, 200.0, -200.0], np.float32).reshape(1, 1, 1, 5)
+    got = _run(x, np.float32(0.5), 10, (0, 0, 0, 0), (4, "uint8", 0))
+    np.testing.assert_array_equal(got[0, 0, 0, :, 0], [10, 12, 10, 255, 0])
+    assert (got[..., 1:] == 10).all()
