@@ -145,16 +145,22 @@ def requantize_u8(acc, c, constants, epilogue, residual=None):
     bias[c] (+ float32(residual - z_t) * k)) + zero_point, q_lo, q_hi), rounding half to
     even. ``constants``: (correction, multiplier, bias, ...) te tensors; ``epilogue``:
     (zero_point, (q_lo, q_hi), (k, z_t) or None); ``residual``: the residual input's uint8
-    value at this output, or None."""
+    value at this output, or None.
+
+    Computed as lrint(clip(v, q_lo - zero_point, q_hi - zero_point)) + zero_point: the same
+    integers (rounding is monotone and leaves the integer bounds where they are), with the
+    value in int32 range before it is converted, in one instruction on x86 (``vcvtps2dq``,
+    rounding to nearest even) where round, add and convert took three."""
     correction, multiplier, bias = constants[:3]
     zero_point, (q_lo, q_hi), residual_params = epilogue
     v = (acc - correction[c]).astype("float32") * multiplier[c] + bias[c]
     if residual is not None:
         k, z_t = residual_params
         v = v + (residual.astype("int32") - z_t).astype("float32") * tirx.const(k, "float32")
-    q = tirx.round(v) + tirx.const(zero_point, "float32")
-    q = tirx.min(q, tirx.const(float(q_hi), "float32"))
-    return tirx.max(q, tirx.const(float(q_lo), "float32")).astype("uint8")
+    v = tirx.min(v, tirx.const(float(q_hi - zero_point), "float32"))
+    v = tirx.max(v, tirx.const(float(q_lo - zero_point), "float32"))
+    rounded = tirx.call_llvm_pure_intrin("int32", "llvm.lrint", v)
+    return (rounded + zero_point).astype("uint8")
 
 
 MIN_COLUMNS = 4  # fewer columns per tile leave the multipliers waiting on loads
