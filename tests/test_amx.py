@@ -246,29 +246,93 @@ def test_only_reads_the_border_does_not_fit_keep_a_pad_kernel(tiny_net):
     """Pre-padded outputs: an AMX layer read only by AMX convs (padded by 1, or unpadded)
     and AMX residual epilogues writes its border; the pads left are those before a
     non-AMX kernel or after one."""
+    q, _ = tiny_net
+    assert _pads(q.int8_mod) == [
+        (2, 2, 6, 6, 16),  # the VNNI 1x1 conv's output before Block(24).a
+        (2, 2, 6, 6, 16),  # Block(24)'s output before the depthwise conv
+    ]  # gone: the network's input before the stem (input_quantize pads it as it quantizes
+    # it), the stem's output before the max pool (a ReLU'd stem: no value below the zero
+    # point), the max pool's output before Block(32), Block(32).a -> .b, Block(32) -> the
+    # strided conv, Block(24).a -> .b
+
+
+def _pads(mod):
+    """The sorted input shapes of the pad kernels left in ``mod`` on Sapphire Rapids."""
     from tvm import relax
 
     from qbench.compile.kernels.select import select_kernels
 
-    q, _ = tiny_net
     pads = []
 
     def visit(expr):
         if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.nn.pad":
             pads.append(tuple(int(v) for v in expr.args[0].ty.shape))
 
-    for _, func in select_kernels(q.int8_mod, SAPPHIRE_RAPIDS).functions_items():
+    for _, func in select_kernels(mod, SAPPHIRE_RAPIDS).functions_items():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, visit)
-    assert sorted(pads) == sorted(
-        [
-            (2, 2, 23, 23, 16),  # the stem's output before the max pool
-            (2, 2, 12, 12, 16),  # the max pool's output before Block(32).a
-            (2, 2, 6, 6, 16),  # the VNNI 1x1 conv's output before Block(24).a
-            (2, 2, 6, 6, 16),  # Block(24)'s output before the depthwise conv
-        ]
-    )  # gone: Block(32).a -> .b, Block(32) -> the strided conv, Block(24).a -> .b, and the
-    # network's input before the stem (input_quantize pads it as it quantizes it)
+    return sorted(pads)
+
+
+@pytest.fixture(scope="module")
+def stem_without_relu():
+    """A stem whose uint8 output holds values below its zero point, a max pool, a 3x3 conv;
+    (``helpers.Quantized``, an input)."""
+    from torch import nn
+
+    torch.manual_seed(1)
+    net = nn.Sequential(
+        *(nn.Conv2d(3, 16, 7, 2, 3), nn.MaxPool2d(3, 2, 1), nn.Conv2d(16, 16, 3, 1, 1)),
+        *(nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)),
+    ).eval()
+    with torch.no_grad():
+        net[0].bias.fill_(-1.0)  # most of the stem's outputs negative: below the zero point
+    rng = np.random.default_rng(1)
+    calib = [rng.standard_normal((2, 3, 45, 45)).astype(np.float32) for _ in range(2)]
+    return quantize_tiny(net, calib), rng.standard_normal((2, 3, 45, 45)).astype(np.float32)
+
+
+def test_a_max_pool_keeps_its_padding_where_a_border_could_win_the_max(stem_without_relu):
+    """Without a ReLU the stem's uint8 holds values below its zero point: a border of the
+    zero point could beat them in a window's max, so the stem writes no border and the pool
+    pads its input with 0; the pool's own output, read by an AMX conv only, has one."""
+    q, _ = stem_without_relu
+    assert _pads(q.int8_mod) == [(2, 1, 23, 23, 16)]  # the stem's output, before the pool
+
+
+def test_a_max_pool_between_bordered_and_plain_tensors_is_exact_on_amx(stem_without_relu):
+    _needs_amx()
+    q, x = stem_without_relu
+    on_amx = run_tvm(compiled(q.int8_mod, SAPPHIRE_RAPIDS), x)
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
+    np.testing.assert_array_equal(on_amx, run_tvm(plain, x))
+
+
+@pytest.mark.parametrize("padding, border", [(1, 0), (1, 1), (0, 2)])
+def test_max_pool_nchw16c_with_an_output_border_is_exact(padding, border):
+    """On any CPU: 3x3 stride-2 pooling of a padded NCHW16c tensor, its output written with
+    a border of 7 around it, against numpy."""
+    import tvm
+    from tvm import te
+
+    from qbench.compile.kernels.depthwise import max_pool_nchw16c
+
+    rng = np.random.default_rng(padding + border)
+    x = rng.integers(0, 256, (2, 2, 11 + 2 * padding, 11 + 2 * padding, 16)).astype(np.uint8)
+    data = te.placeholder(x.shape, "uint8")
+    out = max_pool_nchw16c(data, (3, 3), (2, 2), (1, 1), (border, 7))
+    lib = tvm.compile(te.create_prim_func([data, out]), target=tvm.target.Target(LLVM))
+    got = tvm.runtime.tensor(np.zeros([int(v) for v in out.shape], np.uint8))
+    lib(tvm.runtime.tensor(x), got)
+    side = (x.shape[2] - 3) // 2 + 1
+    windows = [
+        x[:, :, i : i + 2 * side : 2, j : j + 2 * side : 2] for i in range(3) for j in range(3)
+    ]
+    pooled = np.max(windows, axis=0)
+    expected = np.pad(
+        pooled, ((0, 0), (0, 0), (border,) * 2, (border,) * 2, (0, 0)), constant_values=7
+    )
+    np.testing.assert_array_equal(got.numpy(), expected)
 
 
 def _bordered_nchw16c(x, border, fill):

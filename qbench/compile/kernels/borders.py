@@ -7,9 +7,13 @@ A 3x3 conv pads its input by 1 with the input's zero point; resnet18 at batch 8 
 ``benchmarks/kernel_times.py``). An AMX layer's output gets a border of 1 when every read of
 it is by an AMX layer that can take it as it is: a conv padded by 1 on every side with the
 same zero point, a conv without padding (it reads from 1 pixel in: ``amx.AmxPlan.origin``),
-or the residual input of an AMX layer's epilogue. Any other reader (a pool, a depthwise or
-VNNI conv, the graph's output) keeps the plain tensor, so nothing reads a border it does not
-expect.
+or the residual input of an AMX layer's epilogue. A uint8 max pool padded by 1 takes a
+border of the zero point in place of its padding (of the dtype's lowest value) when every
+value of the tensor is at least the zero point (a ReLU requantize: ``q_lo`` >= zero point),
+so the border never wins a window's max; and writes its own output with a border when every
+reader of it takes one (resnet's stem -> max pool -> first block). Any other reader (a
+depthwise or VNNI conv, the graph's output) keeps the plain tensor, so nothing reads a border
+it does not expect.
 """
 
 import dataclasses
@@ -29,18 +33,29 @@ def _bordered_read(layer):
     return False
 
 
+def _pool_read(call):
+    """Whether a uint8 max pool ``call`` can take a border of ``BORDER`` as its padding."""
+    return tuple(int(p) for p in call.attrs.padding) == (BORDER,) * 4
+
+
 def with_borders(chains, var2val, uses, on_amx):
-    """``chains`` ({call: ``patterns.RequantizedLayer``}) with ``border`` set to ``BORDER``
-    on each AMX layer whose output every reader takes bordered (module docstring).
+    """The borders of pre-padded outputs (module docstring).
 
     Args:
-        chains: the requantized layers that have a uint8 kernel, by their last call.
+        chains: the requantized layers that have a uint8 kernel, by their last call
+            ({call: ``patterns.RequantizedLayer``}).
         var2val: the function's {var: bound value}.
         uses: ``model.graph.use_counts`` of the function: {var: reads}.
         on_amx: chain -> whether the AMX kernel takes it.
+
+    Returns:
+        (``chains`` with ``border`` set to ``BORDER`` on each AMX layer whose output every
+        reader takes bordered, {uint8 max pool call: (``BORDER``, the border's value)} for
+        the pools that write a bordered output).
     """
-    var_of = {call: var for var, call in var2val.items() if call in chains}
-    reads, zero_points = Counter(), {}
+    var_of = {call: var for var, call in var2val.items()}
+    pools = [call for call in var2val.values() if _uint8_max_pool(call)]
+    reads, zero_points, pooled = Counter(), {}, set()
     for chain in filter(on_amx, chains.values()):
         need = _bordered_read(chain.layer)
         if need is not False:
@@ -49,14 +64,38 @@ def with_borders(chains, var2val, uses, on_amx):
                 zero_points.setdefault(chain.layer.x_q, set()).add(need)
         if chain.residual is not None:
             reads[chain.residual[0]] += 1
+    for pool in filter(_pool_read, pools):
+        reads[pool.args[0]] += 1
+        pooled.add(pool.args[0])
 
-    def takes_border(call, chain):
+    def whole(var):
+        return var is not None and 0 < reads[var] == uses[var]
+
+    def chain_border(call, chain):
         var = var_of.get(call)
-        if var is None or not on_amx(chain) or not 0 < reads[var] == uses[var]:
+        if not whole(var) or not on_amx(chain):
             return False
+        if var in pooled and chain.bounds[0] < chain.zero_point:
+            return False  # a value below the zero point: the border could win a max
         return zero_points.get(var, {chain.zero_point}) == {chain.zero_point}
 
-    return {
-        call: dataclasses.replace(chain, border=BORDER) if takes_border(call, chain) else chain
+    def pool_border(pool):
+        var, source = var_of.get(pool), pool.args[0]
+        written = source in (var_of.get(c) for c in chains)  # its input is NCHW16c
+        if not whole(var) or var in pooled or not written or len(zero_points.get(var, ())) != 1:
+            return None
+        return (BORDER, next(iter(zero_points[var])))
+
+    bordered = {
+        call: dataclasses.replace(chain, border=BORDER) if chain_border(call, chain) else chain
         for call, chain in chains.items()
     }
+    pool_borders = {pool: pool_border(pool) for pool in pools}
+    return bordered, {pool: b for pool, b in pool_borders.items() if b is not None}
+
+
+def _uint8_max_pool(call):
+    from .patterns import MAX_POOL, float_layer
+
+    layer = float_layer(call)
+    return layer is not None and layer.op == MAX_POOL and layer.precision == "uint8"

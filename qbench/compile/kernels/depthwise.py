@@ -77,23 +77,33 @@ def max_pool_taps(data, pool_size, strides, dilation, width):
     return _windowed(data, pool_size, strides, dilation, width, taps, "max_pool2d")
 
 
-def max_pool_nchw16c(data, pool_size, strides, dilation):
+def max_pool_nchw16c(data, pool_size, strides, dilation, border=(0, 0)):
     """TE compute: max pooling of padded (N, C16, H, W, 16) ``data`` over ``pool_size``
     (h, w) windows, as an explicit max of taps, each tap 16 channels of one pixel (one
-    vector). Returns the (N, C16, OH, OW, 16) tensor; scheduled as the NCHW16c depthwise
-    conv (``schedule_depthwise``)."""
+    vector). Returns the (N, C16, OH + 2 b, OW + 2 b, 16) tensor with a ``border`` (b,
+    value) around the pooled pixels (b = 0: none); scheduled as the NCHW16c depthwise conv
+    (``schedule_depthwise``)."""
     n, blocks, height, width, lanes = data.shape
     sh, sw = strides
     dh, dw = dilation
     kh, kw = pool_size
-    shape = (n, blocks, out_size(height, kh, sh, dh), out_size(width, kw, sw, dw), lanes)
+    (b_out, fill), oh, ow = border, out_size(height, kh, sh, dh), out_size(width, kw, sw, dw)
 
     def value(b, c, y, x, ci):
+        row = tirx.min(tirx.max(y - b_out, 0), oh - 1)  # clamped: the border's reads stay in
+        col = tirx.min(tirx.max(x - b_out, 0), ow - 1)
         taps = [
-            data[b, c, y * sh + i * dh, x * sw + j * dw, ci] for i in range(kh) for j in range(kw)
+            data[b, c, row * sh + i * dh, col * sw + j * dw, ci]
+            for i in range(kh)
+            for j in range(kw)
         ]
-        return functools.reduce(tirx.max, taps)
+        pooled = functools.reduce(tirx.max, taps)
+        if not b_out:
+            return pooled
+        inside = tirx.all(y >= b_out, y < oh + b_out, x >= b_out, x < ow + b_out)
+        return tirx.if_then_else(inside, pooled, tirx.const(fill, data.dtype))
 
+    shape = (n, blocks, oh + 2 * b_out, ow + 2 * b_out, lanes)
     return te.compute(shape, value, name="max_pool2d", attrs={"op_name": OP_NAME})
 
 

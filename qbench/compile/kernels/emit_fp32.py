@@ -8,7 +8,7 @@ import numpy as np
 from .conv2d import OUT_ELEMWISE_FUSABLE
 from .conv2d_fp32 import conv2d_nchwc, ic_block, pack_nchwc, pack_weight
 from .depthwise import depthwise_taps, max_pool_taps
-from .emit_common import nchw16c_behind, padded_columns, padded_nchw16c
+from .emit_common import blocked_behind, padded_columns, padded_nchw16c
 
 
 def conv(bb, layer):
@@ -73,16 +73,23 @@ def depthwise(bb, layer):
 
 def max_pool(bb, layer):
     """An NCHW max_pool2d (float32 or uint8) as an explicit max of taps, padded with the
-    dtype's lowest value."""
+    dtype's lowest value. A uint8 pool with an output ``border`` (``borders``) runs in
+    NCHW16c, its input packed when no uint8 kernel wrote it."""
+    from . import layout
+
     call = layer.call
     attrs = call.attrs
     strides = tuple(int(s) for s in attrs.strides)
     dtype = np.dtype(str(call.ty.dtype))
     lowest = float((np.finfo if dtype.kind == "f" else np.iinfo)(dtype).min)
     if dtype == np.uint8:
-        blocked = nchw16c_behind(bb, call.args[0])
+        blocked, border = blocked_behind(bb, call.args[0])
+        if border and tuple(int(p) for p in attrs.padding) != (border,) * 4:
+            blocked, border = None, 0  # a border that is not this pool's padding
+        if blocked is None and layer.border is not None:
+            blocked = bb.emit(bb.call_te(layout.pack_nchw16c, call.args[0], 0))
         if blocked is not None:
-            return _max_pool_nchw16c(bb, blocked, layer, lowest)
+            return _max_pool_nchw16c(bb, (blocked, border), layer, lowest)
     x, width = padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
     return bb.call_te(
         max_pool_taps,
@@ -96,15 +103,20 @@ def max_pool(bb, layer):
     )
 
 
-def _max_pool_nchw16c(bb, blocked, layer, lowest):
+def _max_pool_nchw16c(bb, source, layer, lowest):
     """A uint8 max_pool2d over the NCHW16c tensor a uint8 kernel wrote, in that layout
     (``depthwise.max_pool_nchw16c``), unpacked to (N, C, OH, OW) for the layers after it
-    (a uint8 kernel after it reads the NCHW16c tensor itself)."""
+    (a uint8 kernel after it reads the NCHW16c tensor itself). ``source``: (that tensor, its
+    border): a border is the pool's padding (``borders`` grants one only where it is, and
+    where no value lies below it), otherwise the tensor is padded with ``lowest``."""
     from . import layout
     from .depthwise import max_pool_nchw16c
 
     attrs = layer.call.attrs
-    data = padded_nchw16c(bb, blocked, tuple(int(p) for p in attrs.padding), lowest)
+    blocked, border = source
+    padding = tuple(int(p) for p in attrs.padding)
+    data = blocked if border else padded_nchw16c(bb, blocked, padding, lowest)
+    out_border = layer.border or (0, 0)
     pooled = bb.emit(
         bb.call_te(
             max_pool_nchw16c,
@@ -112,8 +124,9 @@ def _max_pool_nchw16c(bb, blocked, layer, lowest):
             tuple(int(k) for k in attrs.pool_size),
             tuple(int(s) for s in attrs.strides),
             tuple(int(d) for d in attrs.dilation),
+            out_border,
             primfunc_name_hint="max_pool2d_nchw16c",
             primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
         )
     )
-    return bb.call_te(layout.unpack_nchw16c, pooled, int(layer.call.ty.shape[1]))
+    return bb.call_te(layout.unpack_nchw16c, pooled, int(layer.call.ty.shape[1]), out_border[0])

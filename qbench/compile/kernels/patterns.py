@@ -34,12 +34,14 @@ CONV2D, DEPTHWISE, MATMUL, MAX_POOL = "conv2d", "depthwise", "matmul", "max_pool
 @dataclass(frozen=True)
 class FloatLayer:
     """A float32 ``call`` of ``kind`` conv2d, matmul or max_pool2d whose pattern is ``op``
-    (a max_pool2d may be uint8: ``precision``)."""
+    (a max_pool2d may be uint8: ``precision``). ``border``: (pixels, value) of the border a
+    uint8 max pool writes around its output (``borders``), or None."""
 
     call: object
     kind: str
     op: str
     precision: str = "float32"
+    border: tuple = None
 
 
 @dataclass(frozen=True)

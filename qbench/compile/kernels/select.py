@@ -177,17 +177,20 @@ def _visit(mod, target, emit):
 
     @mutator
     class _Selector(PyExprMutator):
-        var2val, chains, absorbed = {}, {}, set()
+        var2val, chains, absorbed, pool_borders = {}, {}, set(), {}
 
         def visit_call_(self, call):
             if call in self.chains:
                 return self._requantized(self.chains[call])
             if call in self.absorbed:  # its chain's kernel computes it: left unused
                 return self.visit_expr_post_order(call)
+            border = self.pool_borders.get(call)
             call = self.visit_expr_post_order(call)
             layer = float_layer(call) or integer_layer(call, self.var2val)
             if layer is None:
                 return call
+            if border is not None:
+                layer = dataclasses.replace(layer, border=border)
             kernel = choose(layer, target) if layer.op else None
             paths[_path_name(layer, kernel)] += 1
             if kernel is None or not emit:
@@ -211,7 +214,7 @@ def _visit(mod, target, emit):
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             selector.var2val = relax.analysis.get_var2val(func)
-            selector.chains = _chains(func, selector.var2val, target)
+            selector.chains, selector.pool_borders = _chains(func, selector.var2val, target)
             selector.absorbed = {chain.layer.call for chain in selector.chains.values()}
             new = relax.analysis.remove_all_unused(selector.visit_expr(func))
             selector.builder_.update_func(gvar, new)
@@ -219,8 +222,9 @@ def _visit(mod, target, emit):
 
 
 def _chains(func, var2val, target):
-    """{uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
-    kernel has a uint8 form on ``target``, with the borders of ``borders.with_borders``."""
+    """({uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
+    kernel has a uint8 form on ``target``, {max pool call: its output's border}), with the
+    borders of ``borders.with_borders``."""
     from ...model.graph import use_counts
     from .borders import with_borders
 
