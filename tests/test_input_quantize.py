@@ -60,3 +60,26 @@ def test_halves_round_to_even_and_limits_clip():
     got = _run(x, np.float32(0.5), 10, (0, 0, 0, 0), (4, "uint8", 0))
     np.testing.assert_array_equal(got[0, 0, 0, :, 0], [10, 12, 10, 255, 0])
     assert (got[..., 1:] == 10).all()
+
+
+def test_an_unpadded_first_conv_takes_the_kernel_with_the_same_logits():
+    """A first conv without padding (its input's zero point is not 0) reads the input
+    through ``quantize_pack_pad`` too, and the logits equal TVM's own integer graph's."""
+    import torch
+    from helpers import LLVM as HOST
+    from helpers import compiled, quantize_tiny, run_tvm
+
+    from qbench.compile.kernels.select import select_kernels
+
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(
+        *(torch.nn.Conv2d(3, 16, 3, stride=2), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1)),
+        *(torch.nn.Flatten(), torch.nn.Linear(16, 5)),
+    ).eval()
+    rng = np.random.default_rng(2)
+    q = quantize_tiny(net, [rng.standard_normal((2, 3, 13, 17)).astype(np.float32)])
+    names = [gv.name_hint for gv in select_kernels(q.int8_mod, HOST).functions]
+    assert "quantize_pack_pad" in names
+    x = rng.standard_normal((2, 3, 13, 17)).astype(np.float32)
+    plain = compiled(q.int8_mod, HOST, hand_kernels=False)
+    np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, HOST), x), run_tvm(plain, x))

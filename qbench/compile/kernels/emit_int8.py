@@ -310,13 +310,14 @@ def _quantized_input(bb, layer, padding, packed):
     """The data var of a layer reading the graph's quantize of an FP32 tensor: the
     quantize, packing and padding (top, left, bottom, right) as one kernel
     (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``. None for
-    any other input, or a quantize whose zero point is not the layer's."""
+    any other input, or, where the layer pads, a quantize whose zero point is not its padding
+    value (``layer.zero_point``; a layer without padding has 0 there: any value serves)."""
     from tvm import relax
 
     from .input_quantize import out_shape, quantize_pack_pad, quantize_source
 
     source = quantize_source(bb, layer.x_q)
-    if source is None or source[2] != int(layer.zero_point):
+    if source is None or (any(layer.padding) and source[2] != int(layer.zero_point)):
         return None
     x, scale, zero_point = source
     func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed)
