@@ -171,10 +171,11 @@ def integer_gemm_kernels(mod, target=None):
     return found
 
 
-def packed_conv_module(shape, w, zp, strides, dilation, path):
+def packed_conv_module(shape, w, zp, strides, dilation, path, flat=False):
     """A Relax module computing the exact conv of uint8 ``x`` of ``shape`` (N, C, H, W) and
     int8 ``w`` (O, C, KH, KW) on the packed kernel of ``path`` (``layout.PACKINGS``), as
-    float32 (the int32 sums, exact below 2**24)."""
+    float32 (the int32 sums, exact below 2**24). With ``flat``, ``x`` is already the
+    kernel's flat pixel rows (N, 1, H, W' * C) of the packing's dtype, less its offset."""
     from tvm import relax
 
     from qbench.compile.kernels import layout
@@ -182,12 +183,16 @@ def packed_conv_module(shape, w, zp, strides, dilation, path):
 
     packing = layout.PACKINGS[path]
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(shape, "uint8"))
+    x = relax.Var("x", relax.TensorType(shape, packing.data_dtype if flat else "uint8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            args = packing.block, packing.data_dtype, packing.offset
-            p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, *args))
-            packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
+            if flat:
+                p, strides = x, (strides[0], strides[1] * w.shape[1])
+                packed_w = layout.pack_flat_weight(w, packing.block, packing.weight_dtype)
+            else:
+                args = packing.block, packing.data_dtype, packing.offset
+                p = bb.emit(bb.call_te(layout.pack_nchw4c, x, zp, *args))
+                packed_w = layout.pack_conv_weight(w, packing.block, packing.weight_dtype)
             wc = relax.const(packed_w, packed_w.dtype.name)
             # correction -offset * sum(w) undoes the pack's offset (``zp`` only fills
             # padded channels, whose weights are 0); rescale 1: the float32 output is the

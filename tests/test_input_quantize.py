@@ -83,3 +83,39 @@ def test_an_unpadded_first_conv_takes_the_kernel_with_the_same_logits():
     x = rng.standard_normal((2, 3, 13, 17)).astype(np.float32)
     plain = compiled(q.int8_mod, HOST, hand_kernels=False)
     np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, HOST), x), run_tvm(plain, x))
+
+
+@pytest.mark.parametrize(
+    "channels, kernel, stride, padding",
+    [(3, 7, 2, 3), (1, 5, 1, 2), (2, 7, 2, 0)],  # resnet's stem, a grayscale one, unpadded
+)
+def test_a_stem_on_few_channels_reads_flat_rows_with_the_same_logits(
+    channels, kernel, stride, padding
+):
+    """A first conv whose kernel rows take fewer 4-byte groups as flat pixel rows (C * KW
+    elements) than as NCHW4c (KW groups) reads ``quantize_pack_pad``'s flat rows (a 4-D
+    tensor), and the logits equal TVM's own integer graph's."""
+    import torch
+    from helpers import LLVM as HOST
+    from helpers import compiled, quantize_tiny, run_tvm
+
+    from qbench.compile.kernels.select import select_kernels
+
+    torch.manual_seed(channels)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(channels, 24, kernel, stride=stride, padding=padding),
+        *(torch.nn.ReLU(), torch.nn.Conv2d(24, 16, 3, padding=1), torch.nn.ReLU()),
+        *(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 5)),
+    ).eval()
+    rng = np.random.default_rng(channels)
+    shape = (2, channels, 19, 23)
+    q = quantize_tiny(net, [rng.standard_normal(shape).astype(np.float32)])
+    mod = select_kernels(q.int8_mod, HOST)
+    if "quantize_pack_pad" not in [gv.name_hint for gv in mod.functions]:
+        pytest.skip("this CPU's INT8 path packs no input (no VNNI or AVX2 kernels)")
+    bindings = [b for block in mod["main"].body.blocks for b in block.bindings]
+    (written,) = [b.var for b in bindings if "quantize_pack_pad" in str(b.value)]
+    assert len(written.ty.shape) == 4  # flat rows, not (N, C/4, H, W, 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    plain = compiled(q.int8_mod, HOST, hand_kernels=False)
+    np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, HOST), x), run_tvm(plain, x))

@@ -132,6 +132,45 @@ def test_packed_conv_is_exact(path, c, o, hw, k, strides, dilation):
     np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilation))
 
 
+FLAT_SHAPES = [  # (c, kw, stride, width): flat pixel rows, groups of 4 elements (2 on avx2)
+    (3, 7, 2, 21),  # resnet's stem: 21 bytes a row in 6 groups of 4
+    (1, 5, 1, 13),  # a grayscale input, stride 1: 5 bytes in 2 groups
+    (2, 3, 2, 9),  # 6 bytes in 2 groups, the last output reading 2 bytes past the row
+]
+
+
+def _flat_rows(x_padded, kw, stride, block):
+    """(N, C, H, W) -> (N, 1, H, W' * C): each pixel's channels side by side, with zero
+    pixels right so the last output's groups stay in the row (``emit_int8._flat_input``)."""
+    n, c, h, w = x_padded.shape
+    out_w = (w - kw) // stride + 1
+    groups = -(-kw * c // block)
+    extra = -(-max(0, (out_w - 1) * stride * c + groups * block - w * c) // c)
+    wide = np.zeros((n, c, h, w + extra), x_padded.dtype)
+    wide[..., :w] = x_padded
+    return np.ascontiguousarray(wide.transpose(0, 2, 3, 1)).reshape(n, 1, h, -1)
+
+
+@pytest.mark.parametrize("path", ["vnni", "avxvnni", "avx512bw", "avx2"])
+@pytest.mark.parametrize("c,kw,stride,width", FLAT_SHAPES)
+def test_flat_row_conv_is_exact(path, c, kw, stride, width):
+    """The conv over flat pixel rows (``conv2d.blocked_conv``, ``layout.pack_flat_weight``)
+    equals PyTorch's float64 conv of the same integers; worst-case operands in one image
+    (all 255 against weights of -128 in the first output channel)."""
+    target = _run_target(path)
+    packing = layout.PACKINGS[path]
+    rng = np.random.default_rng(c)
+    x = rng.integers(0, 256, (2, c, 11, width)).astype(np.uint8)
+    w = rng.integers(-128, 128, (32, c, kw, kw)).astype(np.int8)
+    x[1], w[0] = 255, -128
+    flat = _flat_rows(x, kw, stride, packing.block).astype(packing.data_dtype)
+    module = packed_conv_module(flat.shape, w, 0, (stride, stride), (1, 1), path, flat=True)
+    got = run_tvm(compiled(module, target), flat)
+    want = exact_conv(x, w, (stride, stride))
+    assert want[1, 0].min() == 255 * -128 * c * kw * kw  # by hand
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("weight", [-128, 127])
 def test_worst_case_operands_are_exact(path, weight):

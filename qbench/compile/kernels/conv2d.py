@@ -33,8 +33,9 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name):
     ``op_name``: the packing's, which selects the schedule). ``data`` may also be a uint8
     NCHW16c tensor, the output of a uint8 kernel (``requantized_conv_u8``), read as it is:
     each of its 16-channel blocks holds four of the weight's 4-channel blocks (the weight's
-    input channels then padded to a multiple of 16). Returns the int32 NCHW16c output
-    tensor."""
+    input channels then padded to a multiple of 16), or flat pixel rows (N, 1, H, W * C),
+    each pixel's C channels side by side, against a ``layout.pack_flat_weight`` weight
+    (``blocked_conv``). Returns the int32 NCHW16c output tensor."""
     return blocked_conv(
         data,
         weight,
@@ -52,28 +53,28 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
     ``weight`` (O/16, C/b, KH, KW, ...) read through ``weight_at(oc, ic_o, kh, kw, ic_i,
     oc_i)``, products and sums in ``dtype``; ``block`` b divides B (default B). Returns the
     (N, O/16, OH, OW, 16) tensor, its block annotated with ``op_name``. Loops: N, O/16, OH,
-    OW, 16, then C/b, KH, KW, b."""
-    n, data_chunks, height, width, data_block = data.shape
-    block = block or int(data_block)
-    per_chunk = int(data_block) // block  # weight blocks in one block of data
+    OW, 16, then C/b, KH, KW, b.
 
-    def data_at(b, ic_o, y, x, ic_i):
-        if per_chunk == 1:
-            return data[b, ic_o, y, x, ic_i]
-        return data[b, ic_o // per_chunk, y, x, ic_o % per_chunk * block + ic_i]
-
-    ic_chunks = data_chunks * per_chunk
+    ``data`` may also be flat pixel rows (N, 1, H, W'): a kernel row's KW pixels of C
+    channels are then KW * C consecutive elements, read as the weight's KW' groups of b
+    (its taps: ``layout.pack_flat_weight``; the elements past KW * C meet zero weights), so
+    ``strides`` are (rows, elements) = (s_h, s_w * C) and ``dilation`` must be (1, 1). With
+    C = 3 and b = 4 a 7-pixel row takes 6 groups where NCHW4c takes 7, one of each 4 bytes
+    a padded channel."""
+    flat = len(data.shape) == 4
+    (n, ic_chunks, height, width), block, data_at = _reader(data, block)
     oc_chunks, _, kh_size, kw_size = weight.shape[:4]
-    sh, sw = strides
-    dh, dw = dilation
+    (sh, sw), (dh, dw) = strides, dilation
+    if flat:  # the taps are groups of ``block`` elements
+        dw, out_w = block, (width - kw_size * block) // sw + 1
+    else:
+        out_w = out_size(width, kw_size, sw, dw)
     ic_o = te.reduce_axis((0, ic_chunks), "ic_o")
     kh = te.reduce_axis((0, kh_size), "kh")
     kw = te.reduce_axis((0, kw_size), "kw")
     ic_i = te.reduce_axis((0, block), "ic_i")
-    out_h = out_size(height, kh_size, sh, dh)
-    out_w = out_size(width, kw_size, sw, dw)
     return te.compute(
-        (n, oc_chunks, out_h, out_w, OC_BLOCK),
+        (n, oc_chunks, out_size(height, kh_size, sh, dh), out_w, OC_BLOCK),
         lambda b, oc, y, x, oc_i: te.sum(
             data_at(b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i).astype(dtype)
             * weight_at(oc, ic_o, kh, kw, ic_i, oc_i).astype(dtype),
@@ -82,6 +83,24 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
         name="conv2d_" + dtype,
         attrs={"op_name": op_name},
     )
+
+
+def _reader(data, block):
+    """((N, input blocks, H, W), block, data_at(b, ic_o, y, x, ic_i)) of ``blocked_conv``'s
+    ``data``: x counts elements in flat pixel rows, pixels in a blocked layout, whose
+    blocks may hold several of ``block`` channels each (flat rows need ``block``)."""
+    if len(data.shape) == 4:
+        return data.shape, int(block), lambda b, ic_o, y, x, ic_i: data[b, ic_o, y, x + ic_i]
+    n, chunks, height, width, data_block = data.shape
+    block = int(block or data_block)
+    per_chunk = int(data_block) // block  # weight blocks in one block of data
+
+    def data_at(b, ic_o, y, x, ic_i):
+        if per_chunk == 1:
+            return data[b, ic_o, y, x, ic_i]
+        return data[b, ic_o // per_chunk, y, x, ic_o % per_chunk * block + ic_i]
+
+    return (n, chunks * per_chunk, height, width), block, data_at
 
 
 def out_size(size, kernel, stride, dilation):

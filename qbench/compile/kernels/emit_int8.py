@@ -41,18 +41,23 @@ def _kernel_correction(layer, packing):
 
 
 def _packed_conv_inputs(bb, layer, packing):
-    """(packed data var, prepacked weight constant) of a conv layer for ``packing``: the
-    NCHW16c tensor of the uint8 kernel that wrote its input, padded in that layout, where
-    the packing reads it (``layout.Packing.reads_nchw16c``), else its uint8 input padded
-    with the zero point and packed to NCHW[block]c. Measured in the model (resnet18, AMD
-    Zen 5, 2 threads, ``benchmarks/kernel_times.py``): its 3x3 convs ran as fast on NCHW16c
-    as on NCHW4c, and the unpack-pad-repack between them, one call per conv, had cost 2.4
-    of 27.6 ms at batch 8 (the NCHW16c pad 0.2 ms)."""
+    """(packed data var, prepacked weight constant, strides) of a conv layer for
+    ``packing``: the NCHW16c tensor of the uint8 kernel that wrote its input, padded in that
+    layout, where the packing reads it (``layout.Packing.reads_nchw16c``), else the network
+    input as flat pixel rows where they take fewer groups (``_flat_input``), else its uint8
+    input padded with the zero point and packed to NCHW[block]c. Measured in the model
+    (resnet18, AMD Zen 5, 2 threads, ``benchmarks/kernel_times.py``): its 3x3 convs ran as
+    fast on NCHW16c as on NCHW4c, and the unpack-pad-repack between them, one call per conv,
+    had cost 2.4 of 27.6 ms at batch 8 (the NCHW16c pad 0.2 ms)."""
     from . import layout
     from .conv2d import OC_BLOCK
 
-    zp = int(layer.zero_point)
+    zp, strides = int(layer.zero_point), tuple(int(s) for s in layer.attrs.strides)
     blocked = nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c else None
+    if blocked is None:
+        flat = _flat_input(bb, layer, packing)
+        if flat is not None:
+            return flat
     if blocked is not None:
         data, multiple = padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
     else:
@@ -62,7 +67,37 @@ def _packed_conv_inputs(bb, layer, packing):
         x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
     weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype, multiple)
-    return data, _const(weight, weight.dtype.name)
+    return data, _const(weight, weight.dtype.name), strides
+
+
+def _flat_input(bb, layer, packing):
+    """(data var, weight constant, strides in elements) of a conv reading the network input
+    as flat pixel rows (``conv2d.blocked_conv``), written by ``quantize_pack_pad``, when a
+    kernel row of them takes fewer groups of ``packing.block`` than NCHW[block]c does (C not
+    a multiple of the block: resnet's 7x7 stem on 3 channels, 6 groups of 4 bytes against
+    7), the dilation is 1 and the layer reads the graph's quantize; else None. The right
+    padding grows by the pixels the last output's groups read past the row (their weights
+    are 0)."""
+    from . import layout
+    from .conv2d import out_size
+
+    channels, _, kw = layer.weight.shape[1:]
+    groups = layout.flat_groups(kw, channels, packing.block)
+    if tuple(int(d) for d in layer.attrs.dilation) != (1, 1):
+        return None
+    if groups >= kw * -(-channels // packing.block):
+        return None
+    top, left, bottom, right = (int(p) for p in layer.padding)
+    sh, sw = (int(s) for s in layer.attrs.strides)
+    width = int(layer.x_q.ty.shape[3]) + left + right
+    last = (out_size(width, kw, sw, 1) - 1) * sw * channels + groups * packing.block
+    right += -(-max(0, last - width * channels) // channels)
+    packed = (channels, packing.data_dtype, packing.offset)
+    data = _quantized_input(bb, layer, (top, left, bottom, right), packed, flat=True)
+    if data is None:
+        return None
+    weight = layout.pack_flat_weight(layer.weight, packing.block, packing.weight_dtype)
+    return data, _const(weight, weight.dtype.name), (sh, sw * channels)
 
 
 def packed(bb, layer, packing):
@@ -77,10 +112,8 @@ def packed(bb, layer, packing):
         weight = _const(weight, weight.dtype.name)
         strides, dilation, rows = (1, 1), (1, 1), True
     else:
-        attrs = layer.attrs
-        data, weight = _packed_conv_inputs(bb, layer, packing)
-        strides = tuple(int(s) for s in attrs.strides)
-        dilation, rows = tuple(int(d) for d in attrs.dilation), False
+        data, weight, strides = _packed_conv_inputs(bb, layer, packing)
+        dilation, rows = tuple(int(d) for d in layer.attrs.dilation), False
     correction = _const(_kernel_correction(layer, packing), "int32")
     return _requantized_conv(
         bb,
@@ -146,7 +179,7 @@ def packed_requantized(bb, chain, packing):
     from .conv2d import requantized_conv_u8
 
     layer, attrs = chain.layer, chain.layer.attrs
-    data, weight = _packed_conv_inputs(bb, layer, packing)
+    data, weight, strides = _packed_conv_inputs(bb, layer, packing)
     constants = _blocked_constants(chain, _kernel_correction(layer, packing))
     residual = None
     if chain.residual is not None:
@@ -160,7 +193,7 @@ def packed_requantized(bb, chain, packing):
             weight,
             constants,
             (chain.zero_point, chain.bounds, residual),
-            tuple(int(s) for s in attrs.strides),
+            strides,
             tuple(int(d) for d in attrs.dilation),
             packing.op_name,
             primfunc_name_hint="conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1],
@@ -306,10 +339,11 @@ def _amx_data(bb, layer):
     return data, dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))
 
 
-def _quantized_input(bb, layer, padding, packed):
+def _quantized_input(bb, layer, padding, packed, flat=False):
     """The data var of a layer reading the graph's quantize of an FP32 tensor: the
     quantize, packing and padding (top, left, bottom, right) as one kernel
-    (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``. None for
+    (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``; ``flat``:
+    the kernel writes flat pixel rows (``quantize_pack_pad``). None for
     any other input, or, where the layer pads, a quantize whose zero point is not its padding
     value (``layer.zero_point``; a layer without padding has 0 there: any value serves)."""
     from tvm import relax
@@ -320,7 +354,7 @@ def _quantized_input(bb, layer, padding, packed):
     if source is None or (any(layer.padding) and source[2] != int(layer.zero_point)):
         return None
     x, scale, zero_point = source
-    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed)
+    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed, flat)
     kernel = bb.add_func(func.without_attr("global_symbol"), "quantize_pack_pad")
-    out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0]), packed[1])
+    out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0], flat), packed[1])
     return bb.emit(relax.call_tir(kernel, relax.Tuple([x]), out))

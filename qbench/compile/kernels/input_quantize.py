@@ -35,7 +35,9 @@ def quantize_source(bb, x_q):
     return x, np.float32(scales[0]), int(zero_points[0])
 
 
-def quantize_pack_pad(shape, scale, zero_point, padding, block, dtype="uint8", offset=0):
+def quantize_pack_pad(
+    shape, scale, zero_point, padding, block, dtype="uint8", offset=0, flat=False
+):
     """The PrimFunc of FP32 (N, C, H, W) -> (N, ceil(C/block), H + top + bottom,
     W + left + right, block) of ``dtype``: each value clip(round(x / scale[c]) +
     zero_point, 0, 255) - ``offset`` (Relax's quantize to uint8, its float operations in its
@@ -49,45 +51,59 @@ def quantize_pack_pad(shape, scale, zero_point, padding, block, dtype="uint8", o
         padding: (top, left, bottom, right) pixels.
         block: channels per innermost block.
         dtype, offset: as ``layout.Packing``'s ``data_dtype`` and ``offset``.
+        flat: write each row's pixels as one run of elements, (N, ceil(C/block),
+            H + top + bottom, (W + left + right) * block) (``out_shape``): with ``block`` C,
+            the flat pixel rows of ``conv2d.blocked_conv``.
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
-    n, c, h, w = (int(v) for v in shape)
-    top, left, _, right = padding
-    _, chunks, rows, width, _ = out_shape(shape, padding, block)
+    blocked = out_shape(shape, padding, block)
     with IRBuilder() as builder:
         with T.prim_func():
             T.func_name("quantize_pack_pad")
-            x = T.arg("x", T.buffer((n, c, h, w), "float32"))
-            out = T.arg("out", T.buffer(out_shape(shape, padding, block), dtype))
+            x = T.arg("x", T.buffer(tuple(int(v) for v in shape), "float32"))
+            written = T.arg("out", T.buffer(out_shape(shape, padding, block, flat), dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
-            fill = T.Cast(dtype, T.int32(zero_point - offset))
-            with T.sblock("root"), T.parallel(n * chunks * rows) as task:
-                b, chunk, y = task // (chunks * rows), task // rows % chunks, task % rows
-                with T.If(T.And(y >= top, y < top + h)):
-                    with T.Then():
-                        _fill(out, (b, chunk, y), (0, left), block, fill)
-                        with T.serial(w) as col:
-                            for lane in range(block):
-                                q = _quantized(
-                                    x,
-                                    (b, chunk * block + lane, y - top, col),
-                                    (scale, zero_point, offset, dtype),
-                                )
-                                T.buffer_store(out, q, [b, chunk, y, left + col, lane])
-                        _fill(out, (b, chunk, y), (left + w, right), block, fill)
-                    with T.Else():
-                        _fill(out, (b, chunk, y), (0, width), block, fill)
+            with T.sblock("root"):
+                out = T.decl_buffer(blocked, dtype, data=written.data)  # the 5-D view
+                _rows(x, out, padding, (scale, zero_point, offset, dtype))
     return builder.get()
 
 
-def out_shape(shape, padding, block):
-    """(N, ceil(C/block), H + top + bottom, W + left + right, block): the shape
+def _rows(x, out, padding, params):
+    """The body of ``quantize_pack_pad``: one output row of ``out`` (its 5-D view) a task;
+    ``params``: (scale, zero_point, offset, dtype)."""
+    from tvm.script.ir_builder import tirx as T
+
+    _, _, h, w = (int(v) for v in x.shape)
+    _, chunks, rows, width, block = (int(v) for v in out.shape)
+    top, left, _, right = padding
+    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    with T.parallel(int(out.shape[0]) * chunks * rows) as task:
+        row = (task // (chunks * rows), task // rows % chunks, task % rows)
+        with T.If(T.And(row[2] >= top, row[2] < top + h)):
+            with T.Then():
+                _fill(out, row, (0, left), block, fill)
+                with T.serial(w) as col:
+                    for lane in range(block):
+                        index = (row[0], row[1] * block + lane, row[2] - top, col)
+                        T.buffer_store(out, _quantized(x, index, params), [*row, left + col, lane])
+                _fill(out, row, (left + w, right), block, fill)
+            with T.Else():
+                _fill(out, row, (0, width), block, fill)
+
+
+def out_shape(shape, padding, block, flat=False):
+    """(N, ceil(C/block), H + top + bottom, W + left + right, block), or with ``flat``
+    (N, ceil(C/block), H + top + bottom, (W + left + right) * block): the shape
     ``quantize_pack_pad`` writes for input ``shape`` (N, C, H, W)."""
     n, c, h, w = (int(v) for v in shape)
     top, left, bottom, right = padding
-    return (n, -(-c // block), h + top + bottom, w + left + right, block)
+    rows, width = h + top + bottom, w + left + right
+    if flat:
+        return (n, -(-c // block), rows, width * block)
+    return (n, -(-c // block), rows, width, block)
 
 
 def _fill(out, row, columns, block, fill):

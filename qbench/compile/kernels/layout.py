@@ -196,6 +196,24 @@ def pack_conv_weight(w, block=IC_BLOCK, dtype=np.int8, channel_multiple=None):
     return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
 
 
+def flat_groups(kw, channels, block):
+    """The groups of ``block`` elements one kernel row of ``kw`` pixels of ``channels``
+    takes in flat pixel rows (``pack_flat_weight``): ceil(kw * channels / block)."""
+    return -(-kw * channels // block)
+
+
+def pack_flat_weight(w, block=IC_BLOCK, dtype=np.int8):
+    """int8 (O, C, KH, KW) -> (ceil(O/16), 1, KH, G, 16, ``block``) of ``dtype`` for a conv
+    over flat pixel rows (``conv2d.blocked_conv``): element k of kernel row kh's G * block
+    (``flat_groups``) holds w[o, k % C, kh, k // C], zero from k = KW * C on."""
+    o, c, kh, kw = w.shape
+    groups = flat_groups(kw, c, block)
+    rows = np.zeros((o, kh, groups * block), dtype)
+    rows[:, :, : kw * c] = np.asarray(w).transpose(0, 2, 3, 1).reshape(o, kh, kw * c)
+    as_conv = rows.reshape(o, kh, groups, block).transpose(0, 3, 1, 2)  # (O, block, KH, G)
+    return pack_conv_weight(as_conv, block, dtype)
+
+
 def pack_dense_weight(w, block=IC_BLOCK, dtype=np.int8):
     """int8 (K, N) -> (ceil(N/16), ceil(K/block), 1, 1, 16, block), zero-padded."""
     return pack_conv_weight(np.asarray(w).T[:, :, None, None], block, dtype)
