@@ -87,14 +87,15 @@ def test_an_unpadded_first_conv_takes_the_kernel_with_the_same_logits():
 
 @pytest.mark.parametrize(
     "channels, kernel, stride, padding",
-    [(3, 7, 2, 3), (1, 5, 1, 2), (2, 7, 2, 0)],  # resnet's stem, a grayscale one, unpadded
+    [(3, 7, 2, 3), (1, 5, 1, 2), (3, 5, 2, 0)],  # resnet's stem, a grayscale one, unpadded
 )
 def test_a_stem_on_few_channels_reads_flat_rows_with_the_same_logits(
     channels, kernel, stride, padding
 ):
-    """A first conv whose kernel rows take fewer 4-byte groups as flat pixel rows (C * KW
-    elements) than as NCHW4c (KW groups) reads ``quantize_pack_pad``'s flat rows (a 4-D
-    tensor), and the logits equal TVM's own integer graph's."""
+    """A first conv whose kernel rows take fewer groups as flat pixel rows (C * KW elements)
+    than as NCHW[block]c (KW * ceil(C / block) groups; each case is flat for blocks of 4,
+    the VNNI paths', and of 2, the AVX2 and AVX-512BW ones) reads ``quantize_pack_pad``'s
+    flat rows (a 4-D tensor), and the logits equal TVM's own integer graph's."""
     import torch
     from helpers import LLVM as HOST
     from helpers import compiled, quantize_tiny, run_tvm

@@ -54,13 +54,12 @@ def _packed_conv_inputs(bb, layer, packing):
 
     zp, strides = int(layer.zero_point), tuple(int(s) for s in layer.attrs.strides)
     blocked = nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c else None
-    if blocked is None:
-        flat = _flat_input(bb, layer, packing)
-        if flat is not None:
-            return flat
     if blocked is not None:
         data, multiple = padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
     else:
+        flat = _flat_input(bb, layer, packing)
+        if flat is not None:
+            return flat
         multiple = None
         data = _quantized_input(bb, layer, tuple(layer.padding), _packed_data(packing))
     if data is None:

@@ -79,7 +79,8 @@ def _rows(x, out, padding, params):
     _, _, h, w = (int(v) for v in x.shape)
     _, chunks, rows, width, block = (int(v) for v in out.shape)
     top, left, _, right = padding
-    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    _, zero_point, offset, dtype = params
+    fill = T.Cast(dtype, T.int32(zero_point - offset))
     with T.parallel(int(out.shape[0]) * chunks * rows) as task:
         row = (task // (chunks * rows), task // rows % chunks, task % rows)
         with T.If(T.And(row[2] >= top, row[2] < top + h)):
