@@ -19,6 +19,8 @@ LLVM = targets.Llvm.host(2)  # this CPU, as `--target llvm`
 # this CPU's triple and cores without its own feature additions (an AMX host's mattr): the
 # base of targets that name a CPU class by its mcpu
 CPU = {key: value for key, value in LLVM.items() if key != "mattr"}
+SAPPHIRE_RAPIDS = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "sapphirerapids"}
+AVX2 = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"}
 
 
 @dataclass
@@ -117,6 +119,69 @@ def quantize_tiny(module, calib, config=None, **config_kwargs):
     plans = make_plans(layers, ranges, config)
     int8 = rewrite(imported.mod, plans, config.simulate)
     return Quantized(module, layers, ranges, plans, imported.mod, int8)
+
+
+def tiny_convnet():
+    """Stem (7x7, 3 channels), max pool, a residual block, a strided 3x3, 1x1 convs, a
+    depthwise conv and a dense layer; (``helpers.Quantized``, an input)."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(x + self.b(torch.relu(self.a(x))))
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        *(nn.Conv2d(3, 32, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1), Block(32)),
+        *(nn.Conv2d(32, 48, 3, 2, 1), nn.ReLU(), nn.Conv2d(48, 24, 1), nn.ReLU(), Block(24)),
+        *(nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.ReLU(), nn.Conv2d(24, 40, 1), nn.ReLU()),
+        *(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(40, 10)),
+    ).eval()
+    rng = np.random.default_rng(0)
+    calib = [rng.standard_normal((2, 3, 45, 45)).astype(np.float32) for _ in range(2)]
+    x = rng.standard_normal((2, 3, 45, 45)).astype(np.float32)
+    return quantize_tiny(net, calib), x
+
+
+def pads(mod, target):
+    """The sorted input shapes of the pad kernels left in ``mod`` once ``target``'s kernels
+    are selected."""
+    from tvm import relax
+
+    from qbench.compile.kernels.select import select_kernels
+
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.nn.pad":
+            found.append(tuple(int(v) for v in expr.args[0].ty.shape))
+
+    for _, func in select_kernels(mod, target).functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return sorted(found)
+
+
+def bordered_nchw16c(x, border, fill):
+    """uint8 (N, C, H, W), C a multiple of 16 -> (N, C/16, H + 2b, W + 2b, 16) with a border
+    of ``fill``."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (border, border), (border, border)), constant_values=fill)
+    blocked = padded.reshape(n, c // 16, 16, h + 2 * border, w + 2 * border)
+    return np.ascontiguousarray(blocked.transpose(0, 1, 3, 4, 2))
+
+
+def requantized_numpy(acc, zero_point, bounds, residual=None, k=0.5, z_t=9):
+    """The epilogue's arithmetic, exact here: multiplier 2**-6, biases in quarters and k 0.5
+    make every product and sum exact in float32 (|acc| < 2**24), then round half to even."""
+    v = acc.astype(np.float32) * np.float32(2.0**-6) + np.float32(0.25)
+    if residual is not None:
+        v = v + (residual.astype(np.float32) - z_t) * np.float32(k)
+    return np.clip(np.round(v) + zero_point, *bounds).astype(np.uint8)
 
 
 def shipped_database():

@@ -8,14 +8,25 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import CPU, LLVM, compiled, exact_conv, quantize_tiny, run_tvm
+from helpers import (
+    CPU,
+    LLVM,
+    SAPPHIRE_RAPIDS,
+    bordered_nchw16c,
+    compiled,
+    exact_conv,
+    pads,
+    quantize_tiny,
+    requantized_numpy,
+    run_tvm,
+    tiny_convnet,
+)
 
 from qbench.compile import build, features, targets
 from qbench.compile.kernels import amx
 from qbench.compile.kernels.select import cpu_class, kernel_paths
 from qbench.core.errors import UserError
 
-SAPPHIRE_RAPIDS = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "sapphirerapids"}
 # /proc/cpuinfo flags of the Intel Xeon VM (CPUID family 6 model 167) that LLVM calls
 # rocketlake, a model without clwb or AMX
 XEON_AMX_FLAGS = frozenset(
@@ -182,32 +193,6 @@ def test_worst_case_operands_reach_the_int32_limits_exactly(tiles, weight):
     assert (got == 255 * weight * 7296 * 9).all()
 
 
-def _tiny_net():
-    """Stem (7x7, 3 channels), max pool, a residual block, a strided 3x3, 1x1 convs, a
-    depthwise conv and a dense layer; (``helpers.Quantized``, an input)."""
-    from torch import nn
-
-    class Block(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.a, self.b = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
-
-        def forward(self, x):
-            return torch.relu(x + self.b(torch.relu(self.a(x))))
-
-    torch.manual_seed(0)
-    net = nn.Sequential(
-        *(nn.Conv2d(3, 32, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1), Block(32)),
-        *(nn.Conv2d(32, 48, 3, 2, 1), nn.ReLU(), nn.Conv2d(48, 24, 1), nn.ReLU(), Block(24)),
-        *(nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.ReLU(), nn.Conv2d(24, 40, 1), nn.ReLU()),
-        *(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(40, 10)),
-    ).eval()
-    rng = np.random.default_rng(0)
-    calib = [rng.standard_normal((2, 3, 45, 45)).astype(np.float32) for _ in range(2)]
-    x = rng.standard_normal((2, 3, 45, 45)).astype(np.float32)
-    return quantize_tiny(net, calib), x
-
-
 AMX_PATHS = {  # the two 1x1 convs at 6x6 (41K and 35K MACs) are too small to pay: VNNI
     "int8 conv2d amx": 6,
     "int8 conv2d vnni": 2,
@@ -219,7 +204,7 @@ AMX_PATHS = {  # the two 1x1 convs at 6x6 (41K and 35K MACs) are too small to pa
 
 @pytest.fixture(scope="module")
 def tiny_net():
-    return _tiny_net()
+    return tiny_convnet()
 
 
 def test_an_amx_target_compiles_to_tdpbusd_on_any_host(tiny_net):
@@ -240,38 +225,6 @@ def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):
     np.testing.assert_array_equal(on_amx, run_tvm(compiled(q.int8_mod, vnni), x))
     plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(on_amx, run_tvm(plain, x))
-
-
-def test_only_reads_the_border_does_not_fit_keep_a_pad_kernel(tiny_net):
-    """Pre-padded outputs: an AMX layer read only by AMX convs (padded by 1, or unpadded)
-    and AMX residual epilogues writes its border; the pads left are those before a
-    non-AMX kernel or after one."""
-    q, _ = tiny_net
-    assert _pads(q.int8_mod) == [
-        (2, 2, 6, 6, 16),  # the VNNI 1x1 conv's output before Block(24).a
-        (2, 2, 6, 6, 16),  # Block(24)'s output before the depthwise conv
-    ]  # gone: the network's input before the stem (input_quantize pads it as it quantizes
-    # it), the stem's output before the max pool (a ReLU'd stem: no value below the zero
-    # point), the max pool's output before Block(32), Block(32).a -> .b, Block(32) -> the
-    # strided conv, Block(24).a -> .b
-
-
-def _pads(mod):
-    """The sorted input shapes of the pad kernels left in ``mod`` on Sapphire Rapids."""
-    from tvm import relax
-
-    from qbench.compile.kernels.select import select_kernels
-
-    pads = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.nn.pad":
-            pads.append(tuple(int(v) for v in expr.args[0].ty.shape))
-
-    for _, func in select_kernels(mod, SAPPHIRE_RAPIDS).functions_items():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return sorted(pads)
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +250,7 @@ def test_a_max_pool_keeps_its_padding_where_a_border_could_win_the_max(stem_with
     zero point could beat them in a window's max, so the stem writes no border and the pool
     pads its input with 0; the pool's own output, read by an AMX conv only, has one."""
     q, _ = stem_without_relu
-    assert _pads(q.int8_mod) == [(2, 1, 23, 23, 16)]  # the stem's output, before the pool
+    assert pads(q.int8_mod, SAPPHIRE_RAPIDS) == [(2, 1, 23, 23, 16)]  # the stem's, before the pool
 
 
 def test_a_max_pool_between_bordered_and_plain_tensors_is_exact_on_amx(stem_without_relu):
@@ -335,24 +288,6 @@ def test_max_pool_nchw16c_with_an_output_border_is_exact(padding, border):
     np.testing.assert_array_equal(got.numpy(), expected)
 
 
-def _bordered_nchw16c(x, border, fill):
-    """uint8 (N, C, H, W), C a multiple of 16 -> (N, C/16, H + 2b, W + 2b, 16) with a border
-    of ``fill``."""
-    n, c, h, w = x.shape
-    padded = np.pad(x, ((0, 0), (0, 0), (border, border), (border, border)), constant_values=fill)
-    blocked = padded.reshape(n, c // 16, 16, h + 2 * border, w + 2 * border)
-    return np.ascontiguousarray(blocked.transpose(0, 1, 3, 4, 2))
-
-
-def _requantized_numpy(acc, zero_point, bounds, residual=None, k=0.5, z_t=9):
-    """The epilogue's arithmetic, exact here: multiplier 2**-6, biases in quarters and k 0.5
-    make every product and sum exact in float32 (|acc| < 2**24), then round half to even."""
-    v = acc.astype(np.float32) * np.float32(2.0**-6) + np.float32(0.25)
-    if residual is not None:
-        v = v + (residual.astype(np.float32) - z_t) * np.float32(k)
-    return np.clip(np.round(v) + zero_point, *bounds).astype(np.uint8)
-
-
 @pytest.mark.parametrize("tiles", ["emulated", "amx"])
 @pytest.mark.parametrize("origin, kernel", [(0, 3), (1, 1)])
 def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel):
@@ -368,7 +303,7 @@ def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel):
     w = rng.integers(-128, 128, (32, 32, kernel, kernel)).astype(np.int8)
     residual = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
     zp_in, zp_out, bounds = 7, 11, (11, 250)
-    data = _bordered_nchw16c(x, 1, zp_in)
+    data = bordered_nchw16c(x, 1, zp_in)
     p = amx.plan(data.shape, 32, (kernel, kernel), (1, 1), (1, 1), origin=origin)
     p = dataclasses.replace(p, border=1, residual_border=1)
     ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
@@ -381,9 +316,9 @@ def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel):
         np.full(32, 2.0**-6, np.float32),
         np.full(32, 0.25, np.float32),
     ]
-    args = [data, amx.pack_weight(w, p), *constants, _bordered_nchw16c(residual, 1, 0)]
+    args = [data, amx.pack_weight(w, p), *constants, bordered_nchw16c(residual, 1, 0)]
     args = [tvm.runtime.tensor(a) for a in [*args, np.zeros(p.stored, np.uint8)]]
     lib["main"](*args)
     read = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=zp_in) if origin == 0 else x
-    expected = _requantized_numpy(exact_conv(read, w), zp_out, bounds, residual)
-    np.testing.assert_array_equal(args[-1].numpy(), _bordered_nchw16c(expected, 1, zp_out))
+    expected = requantized_numpy(exact_conv(read, w), zp_out, bounds, residual)
+    np.testing.assert_array_equal(args[-1].numpy(), bordered_nchw16c(expected, 1, zp_out))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..features import TILE_PERMISSION
+from .prepadded import fill_border
 
 TILE_ROWS = 16  # rows of a tile: output pixels of an A / C tile, K quads of a B tile
 TILE_BYTES = 64  # bytes of a tile row
@@ -397,7 +398,7 @@ def _tasks(p, buffers, epilogue, tiles):
         if p.border:
             with T.If(run == 0), T.Then():
                 for ni in range(p.n_tiles):
-                    _fill_border(p, buffers[-1], (b, group * p.n_tiles + ni), epilogue[0])
+                    fill_border(buffers[-1], (b, group * p.n_tiles + ni), p.border, epilogue[0])
 
 
 def _weights_outer(p):
@@ -489,20 +490,3 @@ def _store(p, out, index, value, constants, epilogue):
         residual = constants[3][b, o, y + rb, x + rb, lane] if len(constants) > 3 else None
         value = requantize_u8(value, o * LANES + lane, constants, epilogue, residual)
     T.buffer_store(out, value, [b, o, y + p.border, x + p.border, lane])
-
-
-def _fill_border(p, out, task, zero_point):
-    """Write ``zero_point`` to the ``border`` of output channel block ``o`` of image ``b``:
-    its first and last b rows whole, the first and last b columns of the rows between."""
-    from tvm.script.ir_builder import tirx as T
-
-    b, o = task
-    border, (_, _, height, width, _) = p.border, p.stored
-    zp = T.uint8(zero_point)
-    with T.serial(border) as i, T.serial(width) as x, T.vectorized(LANES) as lane:
-        T.buffer_store(out, zp, [b, o, i, x, lane])
-        T.buffer_store(out, zp, [b, o, height - 1 - i, x, lane])
-    with T.serial(height - 2 * border) as y, T.serial(border) as i:
-        with T.vectorized(LANES) as lane:
-            T.buffer_store(out, zp, [b, o, y + border, i, lane])
-            T.buffer_store(out, zp, [b, o, y + border, width - 1 - i, lane])

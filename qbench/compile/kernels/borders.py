@@ -1,19 +1,23 @@
-"""Which AMX layers write their uint8 output with a border of zero points (pre-padded
-outputs), so that the AMX convs reading it take the border as their padding and no pad
-kernel runs between them.
+"""Which uint8 kernels write their NCHW16c output with a border of zero points (pre-padded
+outputs, ``prepadded``), so that the kernels reading it take the border as their padding
+and no pad kernel runs between them.
 
 A 3x3 conv pads its input by 1 with the input's zero point; resnet18 at batch 8 spent 0.9 of
 9.9 ms in 17 such pad kernels, each a copy of the tensor (Intel Xeon VM with AMX, 2 threads,
-``benchmarks/kernel_times.py``). An AMX layer's output gets a border of 1 when every read of
-it is by an AMX layer that can take it as it is: a conv padded by 1 on every side with the
-same zero point, a conv without padding (it reads from 1 pixel in: ``amx.AmxPlan.origin``),
-or the residual input of an AMX layer's epilogue. A uint8 max pool padded by 1 takes a
-border of the zero point in place of its padding (of the dtype's lowest value) when every
-value of the tensor is at least the zero point (a ReLU requantize: ``q_lo`` >= zero point),
-so the border never wins a window's max; and writes its own output with a border when every
-reader of it takes one (resnet's stem -> max pool -> first block). Any other reader (a
-depthwise or VNNI conv, the graph's output) keeps the plain tensor, so nothing reads a border
-it does not expect.
+``benchmarks/kernel_times.py``), mobilenet_v2 2.5 of 18.1 ms (AMD Zen 4, VNNI, 2 threads),
+most before its depthwise convs. A uint8 kernel's output (AMX, packed or depthwise) gets a
+border of 1 when every read of it is by a kernel that can take it as it is, and at least
+one of them pads: a conv padded by 1 on every side with the same zero point (AMX up to 3x3
+taps; a packed kernel that reads NCHW16c, ``layout.Packing.reads_nchw16c``; depthwise), a
+conv without padding (it reads from 1 pixel in: ``amx.AmxPlan.origin``,
+``conv2d.blocked_conv``'s ``origin``; AMX or packed), or the residual input of a uint8
+kernel's epilogue. A uint8 max pool padded by 1 takes a border of the zero point in place
+of its padding (of the dtype's lowest value) when every value of the tensor is at least the
+zero point (a ReLU requantize: ``q_lo`` >= zero point), so the border never wins a window's
+max; and writes its own output with a border when every reader of it takes one (resnet's
+stem -> max pool -> first block). Any other reader (an FP32-output kernel, a packed kernel
+that packs its input again, the graph's output) keeps the plain tensor, so nothing reads a
+border it does not expect.
 """
 
 import dataclasses
@@ -22,15 +26,25 @@ from collections import Counter
 BORDER = 1
 
 
-def _bordered_read(layer):
-    """The zero point a conv ``layer`` needs in a border of ``BORDER`` around its input, None
-    when it reads the input unpadded, False when it cannot read a bordered input."""
+def _bordered_read(layer, path):
+    """The zero point a conv ``layer`` on the kernel ``path`` (``select.KERNELS``) needs in a
+    border of ``BORDER`` around its input, None when it reads the input unpadded from
+    within the border, False when it cannot read a bordered input."""
+    from .layout import PACKINGS
+
     padding, kw = tuple(layer.padding), layer.weight.shape[3]
+    padded = padding == (BORDER,) * 4
+    if path == "amx":
+        fits = kw <= 3 and tuple(layer.attrs.dilation) == (1, 1)
+    elif path == "depthwise":
+        return int(layer.zero_point) if padded else False
+    else:
+        fits = path in PACKINGS and PACKINGS[path].reads_nchw16c
+    if not fits:
+        return False
     if padding == (0, 0, 0, 0):
         return None
-    if padding == (BORDER,) * 4 and kw <= 3 and tuple(layer.attrs.dilation) == (1, 1):
-        return int(layer.zero_point)
-    return False
+    return int(layer.zero_point) if padded else False
 
 
 def _pool_read(call):
@@ -38,7 +52,7 @@ def _pool_read(call):
     return tuple(int(p) for p in call.attrs.padding) == (BORDER,) * 4
 
 
-def with_borders(chains, var2val, uses, on_amx):
+def with_borders(chains, var2val, uses, path_of):
     """The borders of pre-padded outputs (module docstring).
 
     Args:
@@ -46,18 +60,18 @@ def with_borders(chains, var2val, uses, on_amx):
             ({call: ``patterns.RequantizedLayer``}).
         var2val: the function's {var: bound value}.
         uses: ``model.graph.use_counts`` of the function: {var: reads}.
-        on_amx: chain -> whether the AMX kernel takes it.
+        path_of: chain -> the path of the kernel that takes it (``select.KERNELS``).
 
     Returns:
-        (``chains`` with ``border`` set to ``BORDER`` on each AMX layer whose output every
+        (``chains`` with ``border`` set to ``BORDER`` on each layer whose output every
         reader takes bordered, {uint8 max pool call: (``BORDER``, the border's value)} for
         the pools that write a bordered output).
     """
     var_of = {call: var for var, call in var2val.items()}
     pools = [call for call in var2val.values() if _uint8_max_pool(call)]
     reads, zero_points, pooled = Counter(), {}, set()
-    for chain in filter(on_amx, chains.values()):
-        need = _bordered_read(chain.layer)
+    for chain in chains.values():
+        need = _bordered_read(chain.layer, path_of(chain))
         if need is not False:
             reads[chain.layer.x_q] += 1
             if need is not None:
@@ -73,8 +87,8 @@ def with_borders(chains, var2val, uses, on_amx):
 
     def chain_border(call, chain):
         var = var_of.get(call)
-        if not whole(var) or not on_amx(chain):
-            return False
+        if not whole(var) or (var not in zero_points and var not in pooled):
+            return False  # a reader that cannot take it, or no reader that pads
         if var in pooled and chain.bounds[0] < chain.zero_point:
             return False  # a value below the zero point: the border could win a max
         return zero_points.get(var, {chain.zero_point}) == {chain.zero_point}

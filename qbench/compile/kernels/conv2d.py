@@ -27,7 +27,7 @@ OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): Fu
 # the elementwise ops that follow a kernel so marked
 
 
-def conv2d_nchw4c(data, weight, strides, dilation, op_name):
+def conv2d_nchw4c(data, weight, strides, dilation, op_name, origin=0):
     """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above,
     or with int16 values and 2-channel blocks; ``strides``, ``dilation``: (h, w) ints;
     ``op_name``: the packing's, which selects the schedule). ``data`` may also be a uint8
@@ -35,7 +35,8 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name):
     each of its 16-channel blocks holds four of the weight's 4-channel blocks (the weight's
     input channels then padded to a multiple of 16), or flat pixel rows (N, 1, H, W * C),
     each pixel's C channels side by side, against a ``layout.pack_flat_weight`` weight
-    (``blocked_conv``). Returns the int32 NCHW16c output tensor."""
+    (``blocked_conv``). ``origin``: the border (pixels) of a bordered ``data`` that the conv
+    reads from within (``blocked_conv``). Returns the int32 NCHW16c output tensor."""
     return blocked_conv(
         data,
         weight,
@@ -45,10 +46,11 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name):
         "int32",
         op_name,
         block=int(weight.shape[-1]),
+        origin=origin,
     )
 
 
-def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, block=None):
+def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, block=None, origin=0):
     """TE compute of a channel-blocked conv: ``data`` (N, C/B, H, W, B), padded, against
     ``weight`` (O/16, C/b, KH, KW, ...) read through ``weight_at(oc, ic_o, kh, kw, ic_i,
     oc_i)``, products and sums in ``dtype``; ``block`` b divides B (default B). Returns the
@@ -60,9 +62,13 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
     (its taps: ``layout.pack_flat_weight``; the elements past KW * C meet zero weights), so
     ``strides`` are (rows, elements) = (s_h, s_w * C) and ``dilation`` must be (1, 1). With
     C = 3 and b = 4 a 7-pixel row takes 6 groups where NCHW4c takes 7, one of each 4 bytes
-    a padded channel."""
+    a padded channel.
+
+    A blocked ``data`` may carry a border of ``origin`` pixels that the conv does not read
+    (a pre-padded output, ``prepadded``, read by an unpadded conv): its input is then
+    ``data[:, :, origin:-origin, origin:-origin]``."""
     flat = len(data.shape) == 4
-    (n, ic_chunks, height, width), block, data_at = _reader(data, block)
+    (n, ic_chunks, height, width), block, data_at = _reader(data, block, origin)
     oc_chunks, _, kh_size, kw_size = weight.shape[:4]
     (sh, sw), (dh, dw) = strides, dilation
     if flat:  # the taps are groups of ``block`` elements
@@ -85,10 +91,11 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
     )
 
 
-def _reader(data, block):
+def _reader(data, block, origin=0):
     """((N, input blocks, H, W), block, data_at(b, ic_o, y, x, ic_i)) of ``blocked_conv``'s
     ``data``: x counts elements in flat pixel rows, pixels in a blocked layout, whose
-    blocks may hold several of ``block`` channels each (flat rows need ``block``)."""
+    blocks may hold several of ``block`` channels each (flat rows need ``block``), read
+    from ``origin`` pixels in."""
     if len(data.shape) == 4:
         return data.shape, int(block), lambda b, ic_o, y, x, ic_i: data[b, ic_o, y, x + ic_i]
     n, chunks, height, width, data_block = data.shape
@@ -96,11 +103,13 @@ def _reader(data, block):
     per_chunk = int(data_block) // block  # weight blocks in one block of data
 
     def data_at(b, ic_o, y, x, ic_i):
+        y, x = y + origin, x + origin
         if per_chunk == 1:
             return data[b, ic_o, y, x, ic_i]
         return data[b, ic_o // per_chunk, y, x, ic_o % per_chunk * block + ic_i]
 
-    return (n, chunks * per_chunk, height, width), block, data_at
+    shape = (n, chunks * per_chunk, height - 2 * origin, width - 2 * origin)
+    return shape, block, data_at
 
 
 def out_size(size, kernel, stride, dilation):
@@ -108,15 +117,16 @@ def out_size(size, kernel, stride, dilation):
     return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
-def requantized_conv(data, weight, correction, rescale, strides, dilation, rows, op_name):
+def requantized_conv(data, weight, correction, rescale, strides, dilation, rows, op_name, origin=0):
     """The packed conv with its epilogue: int32 NCHW16c -> FP32 in the layer's own layout.
 
     ``correction`` (C,) int32 and ``rescale`` (C,) float32 te tensors (C <= the padded output
     channels): out = float32(acc - correction[c]) * rescale[c]. The output is (N, C, OH, OW),
     or with ``rows`` (a dense layer packed by ``layout.pack_rows``) (M, C). The conv's int32
-    tile never reaches memory: ``schedule_packed`` computes it per output tile.
+    tile never reaches memory: ``schedule_packed`` computes it per output tile. ``origin``:
+    as ``conv2d_nchw4c``.
     """
-    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin)
     channels = correction.shape[0]
 
     def epilogue(value, c):
@@ -136,7 +146,9 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows,
     )
 
 
-def requantized_conv_u8(data, weight, constants, epilogue, strides, dilation, op_name):
+def requantized_conv_u8(
+    data, weight, constants, epilogue, strides, dilation, op_name, origin=0, residual_border=0
+):
     """The packed conv with its integer requantize to the next layer's uint8 in its
     epilogue: int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
 
@@ -145,13 +157,14 @@ def requantized_conv_u8(data, weight, constants, epilogue, strides, dilation, op
     input its uint8 (N, O16, OH, OW, 16) te tensor. ``epilogue``: (zero_point, (q_lo, q_hi),
     (k, z_t) of the residual or None), as ``patterns.RequantizedLayer``. The arithmetic is
     the graph's (``quantize.requantize``), in its order, so the result is the plain graph's
-    bit for bit. Returns the (N, O16, OH, OW, 16) uint8 tensor.
+    bit for bit. ``origin``: as ``conv2d_nchw4c``; ``residual_border``: the border of the
+    residual input (read from within it). Returns the (N, O16, OH, OW, 16) uint8 tensor.
     """
-    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name)
-    residual = constants[3] if len(constants) > 3 else None
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin)
+    residual, rb = (constants[3] if len(constants) > 3 else None), residual_border
 
     def value(b, oc, y, x, oc_i):
-        added = residual[b, oc, y, x, oc_i] if residual is not None else None
+        added = residual[b, oc, y + rb, x + rb, oc_i] if residual is not None else None
         channel = oc * OC_BLOCK + oc_i
         return requantize_u8(acc[b, oc, y, x, oc_i], channel, constants, epilogue, added)
 

@@ -41,32 +41,48 @@ def _kernel_correction(layer, packing):
 
 
 def _packed_conv_inputs(bb, layer, packing):
-    """(packed data var, prepacked weight constant, strides) of a conv layer for
-    ``packing``: the NCHW16c tensor of the uint8 kernel that wrote its input, padded in that
-    layout, where the packing reads it (``layout.Packing.reads_nchw16c``), else the network
-    input as flat pixel rows where they take fewer groups (``_flat_input``), else its uint8
-    input padded with the zero point and packed to NCHW[block]c. Measured in the model
-    (resnet18, AMD Zen 5, 2 threads, ``benchmarks/kernel_times.py``): its 3x3 convs ran as
-    fast on NCHW16c as on NCHW4c, and the unpack-pad-repack between them, one call per conv,
-    had cost 2.4 of 27.6 ms at batch 8 (the NCHW16c pad 0.2 ms)."""
+    """(packed data var, prepacked weight constant, strides, origin) of a conv layer for
+    ``packing``: the NCHW16c tensor of the uint8 kernel that wrote its input where the
+    packing reads it (``layout.Packing.reads_nchw16c``): as it is when its border is the
+    conv's padding, from its border in (``origin``) when the conv has none, else padded in
+    that layout; else the network input as flat pixel rows where they take fewer groups
+    (``_flat_input``), else its uint8 input padded with the zero point and packed to
+    NCHW[block]c. Measured in the model (resnet18, AMD Zen 5, 2 threads,
+    ``benchmarks/kernel_times.py``): its 3x3 convs ran as fast on NCHW16c as on NCHW4c, and
+    the unpack-pad-repack between them, one call per conv, had cost 2.4 of 27.6 ms at batch
+    8 (the NCHW16c pad 0.2 ms)."""
     from . import layout
     from .conv2d import OC_BLOCK
 
     zp, strides = int(layer.zero_point), tuple(int(s) for s in layer.attrs.strides)
-    blocked = nchw16c_behind(bb, layer.x_q) if packing.reads_nchw16c else None
+    blocked, border = _blocked_input(bb, layer) if packing.reads_nchw16c else (None, 0)
+    origin = 0
     if blocked is not None:
-        data, multiple = padded_nchw16c(bb, blocked, layer.padding, zp), OC_BLOCK
+        origin = border if not any(layer.padding) else 0
+        data = blocked if border else padded_nchw16c(bb, blocked, layer.padding, zp)
+        multiple = OC_BLOCK
     else:
         flat = _flat_input(bb, layer, packing)
         if flat is not None:
-            return flat
+            return *flat, 0
         multiple = None
         data = _quantized_input(bb, layer, tuple(layer.padding), _packed_data(packing))
     if data is None:
         x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
     weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype, multiple)
-    return data, _const(weight, weight.dtype.name), strides
+    return data, _const(weight, weight.dtype.name), strides, origin
+
+
+def _blocked_input(bb, layer):
+    """(the uint8 NCHW16c tensor a uint8 kernel wrote as ``layer``'s input, its border)
+    where ``layer`` can read it: a border must be the layer's padding, or the layer
+    unpadded; else (None, 0) (``borders`` grants no other border)."""
+    blocked, border = blocked_behind(bb, layer.x_q)
+    padding = tuple(int(p) for p in layer.padding)
+    if border and padding not in ((border,) * 4, (0,) * 4):
+        return None, 0
+    return blocked, border
 
 
 def _flat_input(bb, layer, packing):
@@ -109,19 +125,13 @@ def packed(bb, layer, packing):
         data = bb.emit(bb.call_te(layout.pack_rows, layer.x_q, zp, *_packed_data(packing)))
         weight = layout.pack_dense_weight(layer.weight, packing.block, packing.weight_dtype)
         weight = _const(weight, weight.dtype.name)
-        strides, dilation, rows = (1, 1), (1, 1), True
+        strides, dilation, rows, origin = (1, 1), (1, 1), True, 0
     else:
-        data, weight, strides = _packed_conv_inputs(bb, layer, packing)
+        data, weight, strides, origin = _packed_conv_inputs(bb, layer, packing)
         dilation, rows = tuple(int(d) for d in layer.attrs.dilation), False
     correction = _const(_kernel_correction(layer, packing), "int32")
-    return _requantized_conv(
-        bb,
-        [data, weight, correction, _const(layer.rescale, "float32")],
-        strides,
-        dilation,
-        rows,
-        packing,
-    )
+    args = [data, weight, correction, _const(layer.rescale, "float32")]
+    return _requantized_conv(bb, args, (strides, dilation, rows, origin), packing)
 
 
 def _packed_data(packing):
@@ -129,12 +139,14 @@ def _packed_data(packing):
     return packing.block, packing.data_dtype, packing.offset
 
 
-def _requantized_conv(bb, args, strides, dilation, rows, packing):
-    """The packed conv and its requantize as one kernel. ``op_pattern`` out-elementwise-
-    fusable lets FuseOps append the elementwise ops that follow (bias, activation, residual
-    add); ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
+def _requantized_conv(bb, args, geometry, packing):
+    """The packed conv and its requantize as one kernel; ``geometry``: (strides, dilation,
+    rows, origin) of ``conv2d.requantized_conv``. ``op_pattern`` out-elementwise-fusable
+    lets FuseOps append the elementwise ops that follow (bias, activation, residual add);
+    ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
     from .conv2d import requantized_conv
 
+    strides, dilation, rows, origin = geometry
     return bb.call_te(
         requantized_conv,
         *args,
@@ -142,6 +154,7 @@ def _requantized_conv(bb, args, strides, dilation, rows, packing):
         dilation,
         rows,
         packing.op_name,
+        origin,
         primfunc_name_hint="conv2d_packed_" + packing.op_name.rsplit("_", 1)[-1],
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
@@ -171,66 +184,76 @@ def depthwise(bb, layer):
 def packed_requantized(bb, chain, packing):
     """A ``patterns.RequantizedLayer`` (a conv and its integer requantize to the next
     layers' uint8, a residual input included) on the packed kernel of ``packing`` as one
-    kernel storing uint8 NCHW16c, 16 channels a vector, then unpacked to the (N, C, OH, OW)
-    uint8 tensor the graph's requantize gave (a uint8 kernel after it reads the NCHW16c
-    tensor itself, so the unpack runs only for other readers)."""
-    from . import layout
+    kernel storing uint8 NCHW16c, 16 channels a vector, with the chain's ``border`` of its
+    zero point around it (``prepadded``), then unpacked to the (N, C, OH, OW) uint8 tensor
+    the graph's requantize gave (a uint8 kernel after it reads the NCHW16c tensor itself,
+    so the unpack runs only for other readers). A residual input is read as the uint8
+    kernel before wrote it (bordered or not), else packed."""
     from .conv2d import requantized_conv_u8
 
-    layer, attrs = chain.layer, chain.layer.attrs
-    data, weight, strides = _packed_conv_inputs(bb, layer, packing)
+    layer = chain.layer
+    data, weight, strides, origin = _packed_conv_inputs(bb, layer, packing)
     constants = _blocked_constants(chain, _kernel_correction(layer, packing))
-    residual = None
+    residual, residual_border = None, 0
     if chain.residual is not None:
         t_q, k, z_t = chain.residual
-        constants = (*constants, _nchw16c_of(bb, t_q, z_t))
-        residual = (k, z_t)
-    blocked = bb.emit(
-        bb.call_te(
-            requantized_conv_u8,
-            data,
-            weight,
-            constants,
-            (chain.zero_point, chain.bounds, residual),
-            strides,
-            tuple(int(d) for d in attrs.dilation),
-            packing.op_name,
-            primfunc_name_hint="conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1],
-            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
-        )
-    )
-    return bb.call_te(layout.unpack_nchw16c, blocked, layer.weight.shape[0])
+        blocked, residual_border = _residual_input(bb, t_q, z_t)
+        constants, residual = (*constants, blocked), (k, z_t)
+    args = (data, weight, constants, (chain.zero_point, chain.bounds, residual), strides)
+    args += (tuple(int(d) for d in layer.attrs.dilation), packing.op_name, origin)
+    name = "conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1]
+    return _uint8_kernel(bb, chain, (requantized_conv_u8, *args, residual_border), name)
 
 
 def depthwise_requantized(bb, chain):
     """A depthwise ``patterns.RequantizedLayer`` in uint8 NCHW16c
-    (``depthwise.depthwise_conv_u8``): it reads the NCHW16c tensor of the uint8 kernel
-    before it, or packs its input, and returns the unpacked (N, C, OH, OW) uint8 tensor."""
+    (``depthwise.depthwise_conv_u8``), with the chain's ``border`` around its output: it
+    reads the NCHW16c tensor of the uint8 kernel before it (its border as its padding), or
+    packs its input, and returns the unpacked (N, C, OH, OW) uint8 tensor."""
     from . import layout
     from .conv2d import OC_BLOCK
     from .depthwise import depthwise_conv_u8
 
     layer, attrs = chain.layer, chain.layer.attrs
     zp, channels = int(layer.zero_point), layer.weight.shape[0]
-    data = padded_nchw16c(bb, _nchw16c_of(bb, layer.x_q, zp), layer.padding, zp)
+    blocked, border = _blocked_input(bb, layer)
+    if not border:
+        data = padded_nchw16c(bb, _nchw16c_of(bb, layer.x_q, zp), layer.padding, zp)
+    elif any(layer.padding):
+        data = blocked
+    else:  # unpadded: the plain tensor, packed (``borders`` grants no such border)
+        data = bb.emit(bb.call_te(layout.pack_nchw16c, layer.x_q, zp))
     blocks = int(data.ty.shape[1])
     weight = np.zeros((blocks * OC_BLOCK, *layer.weight.shape[2:]), np.int8)
     weight[:channels] = layer.weight[:, 0]
     weight = weight.reshape(blocks, OC_BLOCK, *weight.shape[1:]).transpose(0, 2, 3, 1)
-    blocked = bb.emit(
-        bb.call_te(
-            depthwise_conv_u8,
-            data,
-            _const(np.ascontiguousarray(weight), "int8"),
-            _blocked_constants(chain, layer.correction, blocks * OC_BLOCK),
-            (chain.zero_point, chain.bounds, None),
-            tuple(int(s) for s in attrs.strides),
-            tuple(int(d) for d in attrs.dilation),
-            primfunc_name_hint="depthwise_conv2d_u8",
-            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
-        )
-    )
-    return bb.call_te(layout.unpack_nchw16c, blocked, channels)
+    args = (data, _const(np.ascontiguousarray(weight), "int8"))
+    args += (_blocked_constants(chain, layer.correction, blocks * OC_BLOCK),)
+    args += ((chain.zero_point, chain.bounds, None), tuple(int(s) for s in attrs.strides))
+    args += (tuple(int(d) for d in attrs.dilation),)
+    return _uint8_kernel(bb, chain, (depthwise_conv_u8, *args), "depthwise_conv2d_u8")
+
+
+def _uint8_kernel(bb, chain, compute, name):
+    """Emit the TE ``compute`` (function, args...) of a uint8 NCHW16c kernel of ``chain``,
+    its output with the chain's ``border`` (``prepadded.with_border``); return its unpack
+    to (N, C, OH, OW). A bordered kernel is opaque to FuseOps (its output is a view)."""
+    from tvm import relax
+    from tvm.relax.utils import gen_call_tir_inputs
+
+    from . import layout
+    from .prepadded import with_border
+
+    if not chain.border:
+        attrs = {"op_pattern": OUT_ELEMWISE_FUSABLE}
+        blocked = bb.emit(bb.call_te(*compute, primfunc_name_hint=name, primfunc_attrs=attrs))
+    else:
+        func, args, _ = gen_call_tir_inputs(*compute)
+        func = with_border(func, chain.border, chain.zero_point)
+        out = relax.TensorType([int(v) for v in func.params[-1].shape], "uint8")
+        blocked = bb.emit(relax.call_tir(bb.add_func(func, name), args, out))
+    channels = chain.layer.weight.shape[0]
+    return bb.call_te(layout.unpack_nchw16c, blocked, channels, chain.border)
 
 
 def _blocked_constants(chain, correction, width=None):
@@ -263,6 +286,18 @@ def _nchw16c_of(bb, x_q, zero_point):
     return blocked
 
 
+def _residual_input(bb, t_q, z_t):
+    """(the uint8 NCHW16c residual input ``t_q`` of a uint8 kernel, its border): as the
+    uint8 kernel before wrote it (bordered or not), else packed with ``z_t`` in its padded
+    channels."""
+    from . import layout
+
+    blocked, border = blocked_behind(bb, t_q)
+    if blocked is None:
+        blocked = bb.emit(bb.call_te(layout.pack_nchw16c, t_q, z_t))
+    return blocked, border
+
+
 def amx_requantized(bb, chain):
     """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv``), storing
     uint8 NCHW16c, with the chain's ``border`` of its zero point around it. It reads its
@@ -283,9 +318,7 @@ def amx_requantized(bb, chain):
     residual = None
     if chain.residual is not None:
         t_q, k, z_t = chain.residual
-        blocked, border = blocked_behind(bb, t_q)
-        if blocked is None:
-            blocked = bb.emit(bb.call_te(layout.pack_nchw16c, t_q, z_t))
+        blocked, border = _residual_input(bb, t_q, z_t)
         args.append(blocked)
         p, residual = dataclasses.replace(p, residual_border=border), (k, z_t)
     epilogue = (chain.zero_point, chain.bounds, residual)

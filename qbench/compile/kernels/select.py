@@ -236,10 +236,10 @@ def _chains(func, var2val, target):
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
 
-    def on_amx(chain):
-        return choose(chain.layer, target, True).path == "amx"
+    def path_of(chain):
+        return choose(chain.layer, target, True).path
 
-    return with_borders(found, var2val, uses, on_amx)
+    return with_borders(found, var2val, uses, path_of)
 
 
 def _remapped(mutator, layer):
