@@ -48,6 +48,20 @@ def test_activation_becomes_clamp_bounds_and_bias_output_steps():
     assert integer_requantize([0], [1.0], [0.0], (0.0, 6.0), 0.01, 200).bounds == (200, 255)
 
 
+@pytest.mark.parametrize(
+    "activation, bounds",
+    [
+        ((0.0, float("inf")), (7, 255)),  # x.clamp(min=0), hardtanh(x, 0, inf)
+        ((float("-inf"), 0.5), (0, 12)),  # x.clamp(max=0.5): 7 + 0.5 / 0.1
+        ((1.0, float("inf")), (17, 255)),  # x.clamp(min=1): 7 + 1 / 0.1
+    ],
+)
+def test_a_one_sided_clamp_bounds_only_its_side(activation, bounds):
+    """An infinite clamp bound is no bound (it had raised OverflowError: found by a tester
+    with ``y.clamp(min=0)`` between two convs)."""
+    assert integer_requantize([0], [1.0], [0.0], activation, 0.1, 7).bounds == bounds
+
+
 def _requantize_module(shape, requantize):
     from tvm import relax
 

@@ -76,9 +76,9 @@ def integer_requantize(correction, rescale, bias, activation, scale, zero_point,
     q_lo, q_hi = 0, UINT8_MAX
     if activation is not None:
         lo, hi = activation
-        q_lo = max(q_lo, zero_point + int(np.round(lo / scale)))
+        q_lo = _uint8_bound(lo, scale, zero_point)
         if hi is not None:
-            q_hi = min(q_hi, zero_point + int(np.round(hi / scale)))
+            q_hi = _uint8_bound(hi, scale, zero_point)
     return Requantize(
         correction=np.asarray(correction, np.int64),
         multiplier=(np.asarray(rescale, np.float64) / scale).astype(np.float32),
@@ -87,6 +87,12 @@ def integer_requantize(correction, rescale, bias, activation, scale, zero_point,
         bounds=(q_lo, max(q_lo, q_hi)),
         residual=None if residual is None else (np.float32(residual[0] / scale), residual[1]),
     )
+
+
+def _uint8_bound(value, scale, zero_point):
+    """A clamp bound ``value`` (float, may be -inf or inf: ``clamp(min=0)`` has no upper
+    bound) as a uint8 level, clipped to 0..255."""
+    return int(np.clip(zero_point + np.round(value / scale), 0, UINT8_MAX))
 
 
 def reference(acc, requantize, residual=None):
