@@ -59,6 +59,15 @@ MODELS = textwrap.dedent(
             return self.fc(f), f
 
 
+    class DictOutput(nn.Module):  # logits in a dict (found by a tester: exit 3 after builds)
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 10)
+
+        def forward(self, x):
+            return {"logits": self.fc(x.mean((2, 3)))}
+
+
     class RowsPerPatch(nn.Module):  # (2N, K): rows that are not images
         def __init__(self):
             super().__init__()
@@ -93,7 +102,15 @@ MODELS = textwrap.dedent(
         return globals()[name]().eval(), {"input_shape": (3, 16, 16)}
     """
 )
-for _name in ("MovingAverage", "Counter", "Noisy", "SideInput", "TwoOutputs", "RowsPerPatch"):
+for _name in (
+    "MovingAverage",
+    "Counter",
+    "Noisy",
+    "SideInput",
+    "TwoOutputs",
+    "RowsPerPatch",
+    "DictOutput",
+):
     MODELS += f"\n\ndef {_name.lower()}():\n    return build({_name!r})\n"
 MODELS += "\n\ndef evalbatchnorm():\n    return build('EvalBatchNorm')\n"
 
@@ -198,6 +215,7 @@ def test_a_saved_program_with_a_non_image_input_is_refused(tmp_path):
     [
         ("twooutputs", "its output is (2, 10) float32, (2, 3) float32;"),
         ("rowsperpatch", "its output is (6, 10) float32 for a batch of 2: rows are not images"),
+        ("dictoutput", "forward() returns a dict;"),
     ],
 )
 def test_outputs_other_than_one_row_of_scores_per_image_are_refused(
@@ -206,3 +224,21 @@ def test_outputs_other_than_one_row_of_scores_per_image_are_refused(
     """The output contract: one float32 (N, K) tensor, one row per image."""
     code, err = _refused(tmp_path, capsys, f"{models}:{function}")
     assert code == 2 and found in err and "one float32 (N, K) output" in err
+
+
+def test_a_symbolic_batch_dimension_is_refused_naming_it():
+    """A ``.pt2`` exported with a dynamic batch ``Dim`` imports with a symbolic output row
+    count; qbench takes programs exported at ``--batch-size``: exit 2 naming the dimension
+    (it had raised a TypeError formatting the shape, found by a tester)."""
+    from tvm import relax, tirx
+
+    from qbench.model.contract import check_outputs
+
+    b = tirx.Var("b", "int64")
+    x = relax.Var("x", relax.TensorType([b, 10], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(x)
+    expected = r"output is \(\?, 10\) float32: its batch dimension is symbolic"
+    with pytest.raises(UnsupportedModelError, match=expected):
+        check_outputs(bb.get(), "dyn.pt2", 8)

@@ -189,13 +189,15 @@ def _flat(root):
         )
     seen = {}
     for i, r in enumerate(rows):
-        if r["file"] in seen:
+        image = (root / r["file"]).resolve()  # ./x.JPEG, a/../x.JPEG and links are x.JPEG
+        if image in seen:
+            first = seen[image]
             raise UserError(
-                f"--data {root}/labels.csv: line {i + 2}: {r['file']} is listed again (first on "
-                f"line {seen[r['file']] + 2}); each image once, so calibration and evaluation "
-                "stay disjoint"
+                f"--data {root}/labels.csv: line {i + 2}: {r['file']} is the image of line "
+                f"{first + 2} ({rows[first]['file']}) again; each image once, so calibration "
+                "and evaluation stay disjoint"
             )
-        seen[r["file"]] = i
+        seen[image] = i
     missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
     if missing:
         raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")

@@ -68,16 +68,37 @@ def check_outputs(mod, name, batch_size):
     Raises:
         UnsupportedModelError: names the output found: its shapes and dtypes.
     """
-    from tvm import relax
+    from tvm import relax, tirx
 
     ret = mod["main"].ret_ty
     found = _describe(ret)
     if not isinstance(ret, relax.TensorType) or ret.ndim != 2 or ret.dtype != "float32":
         raise UnsupportedModelError(f"model {name!r}: its output is {found}; {GIVES}")
+    if not isinstance(ret.shape[0], tirx.IntImm):
+        raise UnsupportedModelError(
+            f"model {name!r}: its output is {found}: its batch dimension is symbolic "
+            f"(exported with a dynamic Dim); export the program at --batch-size {batch_size}"
+        )
     if int(ret.shape[0]) != batch_size:
         raise UnsupportedModelError(
             f"model {name!r}: its output is {found} for a batch of {batch_size}: rows are not "
             f"images; {GIVES}, a row per image"
+        )
+
+
+def check_output_container(ep, name):
+    """Refuse a program whose output is a dict or another container but a tuple or list
+    (those are refused or unwrapped with the output's shapes, ``check_outputs``): the
+    PyTorch runner compares one tensor.
+
+    Raises:
+        UnsupportedModelError: names the container's type.
+    """
+    spec = ep.call_spec.out_spec
+    if spec is not None and not spec.is_leaf() and spec.type not in (tuple, list):
+        raise UnsupportedModelError(
+            f"model {name!r}: forward() returns a {spec.type.__name__}; {GIVES}, returned as "
+            "a tensor"
         )
 
 
@@ -119,11 +140,15 @@ def _input_shapes(ep):
 
 
 def _describe(ty):
-    """``(2, 10) float32`` for a Relax tensor type; a tuple's fields joined by ``, ``."""
+    """``(2, 10) float32`` for a Relax tensor type (a symbolic dimension as ``?``); a
+    tuple's fields joined by ``, ``."""
     fields = getattr(ty, "fields", None)
     if fields is not None:
         return ", ".join(_describe(f) for f in fields)
     shape = getattr(ty, "shape", None)
     if shape is None:
         return str(ty)
-    return f"{tuple(int(d) for d in shape)} {ty.dtype}"
+    from tvm import tirx
+
+    dims = [str(int(d)) if isinstance(d, tirx.IntImm) else "?" for d in shape]
+    return f"({', '.join(dims)}{',' if len(dims) == 1 else ''}) {ty.dtype}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..core.errors import UnsupportedModelError
 from ..core.words import first_line
-from .contract import check_forward_inputs, check_stateless
+from .contract import check_forward_inputs, check_output_container, check_stateless
 from .fold import fold_batchnorm
 
 GEMM_TARGETS = {"convolution", "conv2d", "addmm", "mm", "matmul", "linear"}
@@ -111,6 +111,7 @@ def export(model, batch_size):
     ep = ep.run_decompositions()
     check_exported_inference(ep, model.name, model_in_eval=model.exported is None)
     check_stateless(ep, model.name)
+    check_output_container(ep, model.name)
     return ep
 
 
