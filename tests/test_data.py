@@ -399,3 +399,58 @@ def test_class_folders_without_images_list_what_they_accept(tmp_path):
         open_source(str(tmp_path))
     message = str(err.value)
     assert "hold no images" in message and ".png" in message and "ImageFolder" in message
+
+
+def test_tiff_gif_and_other_photo_formats_are_read_and_other_files_named(tmp_path, caplog):
+    """A folder's .tif, .tiff and .gif photos are images like its .png (they were skipped
+    without a word); a file that is no image (notes.txt, a .heic Pillow cannot open) is
+    skipped with a warning naming the count by suffix, hidden files silently."""
+    rng = np.random.default_rng(5)
+    pixels = rng.integers(0, 256, (3, 20, 24, 3), dtype=np.uint8)
+    folder = tmp_path / "3"
+    folder.mkdir()
+    for name, p in zip(("a.png", "b.TIF", "c.tiff"), pixels, strict=True):
+        Image.fromarray(p).save(folder / name)
+    Image.fromarray(pixels[0]).convert("P").save(folder / "d.gif")
+    for name in ("notes.txt", "e.heic", ".DS_Store"):
+        (folder / name).write_bytes(b"not a photo")
+    with caplog.at_level("WARNING"):
+        images = data.open_source(str(tmp_path))
+    assert images.keys == ["3/a.png", "3/b.TIF", "3/c.tiff", "3/d.gif"]
+    for i in range(3):  # lossless: the pixels written
+        assert np.array_equal(np.asarray(images.loaders[i]()), pixels[i])
+    assert images.loaders[3]().size == (24, 20)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "2 files are not images qbench reads and were skipped (.heic 1, .txt 1" in warning
+    assert ".DS_Store" not in warning and ".tif" in warning
+
+
+@pytest.mark.parametrize("roles", [("calibration", "evaluation"), ("evaluation", "held-out")])
+def test_a_copy_of_an_image_under_another_name_is_refused_naming_both(tmp_path, roles):
+    """Byte-identical copies (and the same pixels re-encoded: PNG and lossless TIFF) under two
+    names would put one photo in calibration and in evaluation, or count it twice: refused,
+    naming both files and their roles."""
+    names = _write_images(tmp_path, 4)
+    Image.open(tmp_path / names[2]).save(tmp_path / "copy.tiff")
+    images = data.open_source(str(tmp_path))
+    i, j = images.keys.index(names[2]), images.keys.index("copy.tiff")
+    other = [k for k in range(len(images)) if k not in (i, j)]
+    with pytest.raises(UserError) as err:
+        data.check_images(images, {roles[0]: (other[0], i), roles[1]: (j,)})
+    expected = f"images {names[2]} ({roles[0]}) and copy.tiff ({roles[1]}) have the same pixels"
+    assert expected in str(err.value)
+    data.check_images(images, {roles[0]: tuple(other), roles[1]: (j,)})  # distinct: no error
+
+
+def test_a_run_on_a_folder_with_a_copied_photo_exits_2_before_calibration(
+    tmp_path, capsys, small_models
+):
+    """A byte copy of a photo stops ``qbench run`` with exit 2, one error line naming both
+    files, and no cache or report (3 photos and the copy: the run's 2 calibration and 2
+    evaluation images take all 4)."""
+    folder = tmp_path / "d" / "3"
+    names = photos(folder, 3)
+    (folder / "again.png").write_bytes((folder / names[1]).read_bytes())
+    args = ["--model", f"{small_models}:square", "--data", str(tmp_path / "d")]
+    assert cli_run(tmp_path, *args) == 2
+    refused(capsys, tmp_path, f"3/{names[1]}", "3/again.png", "have the same pixels")

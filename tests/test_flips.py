@@ -34,7 +34,7 @@ def test_flips_are_split_at_the_margin():
     found = flips(REF, OUT, margin=0.05)
     assert [(f["index"], f["kind"]) for f in found] == [(0, "decisive"), (1, "near-tie")]
     assert (found[0]["pytorch_class"], found[0]["class"]) == (1, 0)
-    assert [f["kind"] for f in flips(REF, OUT, margin=0.6)] == ["near-tie", "near-tie"]
+    assert [f["kind"] for f in flips(REF, OUT, margin=0.99)] == ["near-tie", "near-tie"]
 
 
 def test_metrics_count_decisive_agreement_with_interval():
@@ -68,6 +68,22 @@ def test_signoff_judges_decisive_agreement_only_when_asked():
     assert (out.verdict, check.passed, check.value) == ("FAIL", False, 0.75)
     names = [c.name for c in signoff(_runners(with_decisive), loose, 3).checks]
     assert not any(n.startswith("INT8 decisive") for n in names)
+
+
+def test_decisive_agreement_fails_when_no_image_can_flip_decisively():
+    """Only images whose PyTorch FP32 margin reaches the near-tie margin can flip
+    decisively (``decisive_images``: 3 of REF's 4 at 0.05, none at 0.99): with none, the
+    decisive check could not fail, so it fails with why instead of passing."""
+    assert compare_logits(REF, OUT, margin=0.05)["decisive_images"] == 3
+    none = compare_logits(REF, OUT, margin=0.99)
+    assert none["decisive_images"] == 0 and none["decisive_top1_agreement"] == 1.0
+    limits = replace(
+        Limits(0.0, 100.0, 0.0, -1.0, 0.0), min_decisive_top1_agreement=0.9, near_tie_margin=0.99
+    )
+    out = signoff(_runners(none), limits, 3)
+    (check,) = [c for c in out.checks if c.name.startswith("INT8 decisive")]
+    assert (out.verdict, check.passed, check.value) == ("FAIL", False, None)
+    assert "cannot fail: none of the 4 images has a PyTorch FP32 margin of 0.99" in check.detail
 
 
 def test_report_lists_decisive_flips_with_their_image_files():

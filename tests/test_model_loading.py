@@ -2,6 +2,8 @@
 the registry's download, a state dict that does not fit names its keys, and a model file
 without ``:FUNCTION`` lists the functions it defines."""
 
+import sys
+
 import pytest
 import torch
 import torchvision
@@ -88,3 +90,25 @@ def test_a_model_file_without_function_lists_its_functions(tmp_path, source, exp
     text = str(e.value)
     assert "a model file needs :FUNCTION" in text and "alexnet" not in text
     assert expected.format(p=path) in text
+
+
+def test_a_model_file_imports_the_modules_beside_it(tmp_path):
+    """``FILE.py:FUNCTION`` runs with FILE's folder on ``sys.path``, as ``python FILE.py``
+    would: a model file importing its sibling ``blocks.py`` loads (it had failed with
+    ModuleNotFoundError), and ``sys.path`` is as before afterwards."""
+    (tmp_path / "qbench_test_blocks.py").write_text(
+        "import torch\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(12, 4)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x.flatten(1))\n"
+    )
+    (tmp_path / "model.py").write_text(
+        "from qbench_test_blocks import Net\n\ndef net():\n    return Net().eval(), (1, 2, 6)\n"
+    )
+    before = list(sys.path)
+    model = zoo.load_model(f"{tmp_path / 'model.py'}:net")
+    assert type(model.module).__name__ == "Net" and model.input_shape == (1, 2, 6)
+    assert sys.path == before

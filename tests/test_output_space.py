@@ -1,8 +1,10 @@
 """Outputs are read for what they are (field case C28, issue 35): logits, probabilities
-(non-negative rows that sum to 1) and log-probabilities (rows whose logsumexp is 0) are told
-apart (``metrics.output_kind``), and fidelity, flips and margins are judged in one space,
-centred logits (``metrics.judged``), whatever the model ends in; the report says which output
-the model returns and the space it was judged in."""
+(non-negative rows that sum to 1), percentages (rows that sum to 100), log-probabilities (rows
+whose logsumexp is 0) and independent probabilities (sigmoids, each value in (0, 1]) are told
+apart (``metrics.output_kind``), and fidelity, flips and margins are judged in the model's
+logits: centred for a distribution, the log-odds of each sigmoid (``metrics.judged``),
+whatever the model ends in; the report says which output the model returns and the space it
+was judged in."""
 
 import contextlib
 import json
@@ -18,9 +20,12 @@ from qbench.measure import timing
 from qbench.measure.metrics import (
     AS_IS,
     CENTRED,
+    LOG_ODDS,
     LOG_PROBABILITIES,
     LOGITS,
+    PERCENTAGES,
     PROBABILITIES,
+    SIGMOIDS,
     SINGLE,
     compare_logits,
     judged,
@@ -48,6 +53,10 @@ C28_MODELS = textwrap.dedent("""
             z = self.fc(torch.relu(self.conv(x)).flatten(1))
             if self.end == "log_softmax":
                 return torch.log_softmax(z, dim=1)
+            if self.end == "percent":
+                return 100 * torch.softmax(z, dim=1)
+            if self.end == "sigmoid":
+                return torch.sigmoid(z)
             return torch.softmax(z, dim=1) if self.end == "softmax" else z
 
     def logits():
@@ -58,6 +67,12 @@ C28_MODELS = textwrap.dedent("""
 
     def probs():
         return Classifier("softmax").eval(), (3, 16, 16)
+
+    def percent():
+        return Classifier("percent").eval(), (3, 16, 16)
+
+    def sigmoid():
+        return Classifier("sigmoid").eval(), (3, 16, 16)
 
     def single():
         return Classifier("logits", classes=1).eval(), (3, 16, 16)
@@ -71,7 +86,7 @@ C28_FLAGS = (
     *("--min-top1-agreement", "0", "--min-top5-agreement", "0"),
     *("--min-int8-speedup", "0"),  # the verdict is the fidelity checks', not this machine's
 )
-ENDS = ("logits", "log_probs", "probs", "single")
+ENDS = ("logits", "log_probs", "probs", "percent", "sigmoid", "single")
 
 
 class Run:
@@ -115,9 +130,13 @@ def _same(a, b, rel=1e-6):
     return a == pytest.approx(b, rel=rel)
 
 
-@pytest.mark.parametrize("end, kind", [("log_probs", LOG_PROBABILITIES), ("probs", PROBABILITIES)])
+@pytest.mark.parametrize(
+    "end, kind",
+    [("log_probs", LOG_PROBABILITIES), ("probs", PROBABILITIES), ("percent", PERCENTAGES)],
+)
 def test_c28_a_model_ending_in_log_softmax_or_softmax_is_judged_as_its_logits(c28, end, kind):
-    """C28: the classifier returning log_softmax(z) (or softmax(z)) is judged as the one
+    """C28: the classifier returning log_softmax(z) (or softmax(z), or 100 softmax(z)) is
+    judged as the one
     returning z: the same INT8 error gives the same SQNR, cosine, max abs diff, flips and
     verdict (FAIL: coarse global scale 0.2), where before the log-probabilities' per-row
     logsumexp inflated the signal (SQNR 45.0 against 9.8 dB, a PASS)."""
@@ -146,12 +165,34 @@ def test_c28_a_model_ending_in_log_softmax_or_softmax_is_judged_as_its_logits(c2
         assert a["margin"] == pytest.approx(b["margin"], abs=1e-5)
 
 
+def test_c28_a_model_ending_in_a_sigmoid_is_judged_on_the_logits_it_was_given(c28):
+    """C28: the classifier returning sigmoid(z) is judged on log(p / (1 - p)) = z: its flips
+    and their margins are the logits classifier's (before, the softmax of its centred values
+    in (0, 1) shrank every margin, about 4-fold near p = 0.5 and without bound for K large,
+    so that a decisive flip could not exist), and its coarse INT8 build fails the fidelity
+    checks as the logits one does."""
+    base, other = c28["logits"], c28["sigmoid"]
+    assert other.kind == SIGMOIDS and other.int8["judged_space"] == LOG_ODDS
+    assert other.code == 1 and other.report["signoff"]["verdict"] == "FAIL"
+    assert {"INT8 logits SQNR", "INT8 logits cosine"} <= {
+        n for n, c in other.checks.items() if c["passed"] is False
+    }
+    for key in ("top1_agreement", "top5_agreement", "near_tie_flips", "decisive_flips"):
+        assert other.int8[key] == base.int8[key], key
+    assert other.int8["decisive_images"] == base.int8["decisive_images"]
+    flips = [r.report["results"]["tvm_int8"]["per_image"]["flips"] for r in (base, other)]
+    assert flips[0] and [f["index"] for f in flips[0]] == [f["index"] for f in flips[1]]
+    for a, b in zip(*flips, strict=True):
+        assert b["margin"] == pytest.approx(a["margin"], rel=1e-3, abs=2e-6)
+
+
 @pytest.mark.parametrize(
     "end, words",
     [
         ("logits", "output: logits; max abs diff, cosine, SQNR and flip margins judged on "),
         ("log_probs", "output: log-probabilities (rows whose logsumexp is 0); "),
         ("probs", "output: probabilities (non-negative rows that sum to 1); "),
+        ("percent", "output: percentages (non-negative rows that sum to 100); "),
     ],
 )
 def test_c28_the_report_names_the_output_and_the_space_it_was_judged_in(c28, end, words):
@@ -163,6 +204,14 @@ def test_c28_the_report_names_the_output_and_the_space_it_was_judged_in(c28, end
     (line,) = [x for x in run.markdown.splitlines() if x.startswith("- output: ")]
     assert line.startswith(f"- {words}") and "judged on centred logits" in line
     assert ("the log of each probability" in line) == (end == "probs")
+    assert ("the log of each percentage" in line) == (end == "percent")
+
+
+def test_c28_the_report_names_sigmoid_outputs_and_their_log_odds(c28):
+    """C28: a sigmoid per class is named as such, and report.md says the log-odds judged."""
+    (line,) = [x for x in c28["sigmoid"].markdown.splitlines() if x.startswith("- output: ")]
+    assert line.startswith("- output: independent probabilities (each value in (0, 1], ")
+    assert "judged on log-odds (log(p / (1 - p)) of each value p" in line
 
 
 def test_c28_a_single_value_is_judged_as_is(c28):
@@ -204,9 +253,15 @@ KINDS = [
     ([[0.5, 0.5005]], PROBABILITIES),  # sums to 1.0005: within the 1e-3 tolerance
     ([[math.log(0.5), math.log(0.5)], [math.log(0.9), math.log(0.1)]], LOG_PROBABILITIES),
     ([[0.0, -60.0, -70.0]], LOG_PROBABILITIES),  # logsumexp 8.8e-27
-    ([[0.6, 0.3, 0.09]], LOGITS),  # near but not: sums to 0.99
+    ([[60.0, 30.0, 10.0], [0.0, 100.0, 0.0]], PERCENTAGES),
+    ([[0.6, 0.3, 0.09]], SIGMOIDS),  # sums to 0.99: no distribution, each value in (0, 1]
+    ([[0.9, 0.8, 1.0], [0.1, 0.2, 1e-30]], SIGMOIDS),  # saturated at 1; nearly 0, not 0
+    ([[0.0, 0.3, 0.2]], LOGITS),  # an exact 0: a ReLU or a hard sigmoid, not a sigmoid
+    ([[0.5, 1.2]], LOGITS),  # above 1
+    ([[50.0, 40.0, 9.0]], LOGITS),  # sums to 99: neither 1 nor 100
     ([[1.2, -0.2]], LOGITS),  # sums to 1 with a negative value
-    ([[0.7, 0.2, 0.1], [0.7, 0.2, 0.2]], LOGITS),  # one row sums to 1.1: not every row
+    ([[0.7, 0.2, 0.1], [0.7, 0.2, 0.2]], SIGMOIDS),  # a row sums to 1.1: no distribution
+    ([[0.7, 0.2, 0.1], [0.7, -0.2, 0.2]], LOGITS),  # a negative value, and a row sums to 0.7
     ([[math.log(0.5), math.log(0.5) - 0.01]], LOGITS),  # logsumexp -0.005
     ([[np.nan, 0.5]], LOGITS),  # not finite: no distribution
     ([[1.0], [1.0]], SINGLE),  # K = 1, though it sums to 1
@@ -300,6 +355,36 @@ def test_c28_probabilities_are_judged_in_log_space_with_a_floor():
     np.testing.assert_allclose(j[0], logs - logs.mean(), rtol=1e-6)
     floor = math.log(np.finfo(np.float32).tiny)
     np.testing.assert_allclose(j[1], np.array([0, floor, floor]) - floor * 2 / 3, rtol=1e-6)
+
+
+def test_c28_sigmoid_outputs_are_judged_on_their_log_odds_by_numpy():
+    """C28: sigmoid(z) against sigmoid(out) gives the flips, margins and agreement of z
+    against out, and the SQNR, cosine and max abs diff of z and out themselves, not centred
+    (recomputed with numpy); 100 softmax(z) gives the logits' metrics."""
+    z, out = _outputs(0)
+    r, o = z.astype(np.float64), out.astype(np.float64)
+    sig = [(1 / (1 + np.exp(-t))).astype(np.float32) for t in (r, o)]
+    m = compare_logits(*sig)
+    assert m["judged_space"] == LOG_ODDS
+    noise = ((r - o) ** 2).sum()
+    assert m["sqnr_db"] == pytest.approx(10 * np.log10((r**2).sum() / noise), rel=1e-5)
+    assert m["max_abs_diff"] == pytest.approx(np.abs(r - o).max(), rel=1e-4)
+    cosine = ((r * o).sum(1) / np.linalg.norm(r, axis=1) / np.linalg.norm(o, axis=1)).mean()
+    assert m["cosine"] == pytest.approx(cosine, rel=1e-6)
+    base = compare_logits(z, out)
+    assert m["top1_agreement"] == base["top1_agreement"]
+    margins = [[f["margin"] for f in per_image(a, b)["flips"]] for a, b in ((z, out), sig)]
+    assert margins[0] and margins[1] == pytest.approx(margins[0], abs=1e-5)
+    pct = [(100 * np.exp(_log_softmax(t).astype(np.float64))).astype(np.float32) for t in (z, out)]
+    assert compare_logits(*pct)["sqnr_db"] == pytest.approx(base["sqnr_db"], rel=1e-5)
+
+
+def test_c28_a_saturated_sigmoid_is_clipped_at_float32s_resolution():
+    """C28: sigmoid outputs of exactly 1.0 (z > 16.6 in float32) and of 1e-30 are judged at
+    +-log((1 - 2^-24) / 2^-24) = +-16.636, so that a saturated value stays finite."""
+    j = judged(np.array([[1.0, 1e-30, 0.5]], np.float32), SIGMOIDS)
+    edge = math.log((1 - 2.0**-24) / 2.0**-24)
+    np.testing.assert_allclose(j, [[edge, -edge, 0.0]], atol=1e-9)
 
 
 def test_c28_a_single_value_is_compared_as_is():

@@ -153,3 +153,14 @@ def test_a_file_model_matches_its_table_from_any_folder_and_a_miss_is_named(tmp_
     assert opts.policy["unmatched"] == (
         "no [models.'vgg11'] table, so [defaults] apply; the file names: m.py:build, vgg13"
     )
+
+
+def test_a_policy_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """A UTF-8 byte order mark (Windows Notepad writes one) is no TOML error: the file reads
+    as without it, and its sha256 is of the bytes as saved."""
+    path = tmp_path / "policy.toml"
+    raw = b"\xef\xbb\xbf" + POLICY.encode()
+    path.write_bytes(raw)
+    loaded = policy.load(path)
+    assert loaded["defaults"] == {"min_top1_agreement": 0.985, "min_int8_speedup": 0.9}
+    assert loaded["sha256"] == hashlib.sha256(raw).hexdigest()

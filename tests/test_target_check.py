@@ -196,3 +196,11 @@ def test_qbench_build_refuses_the_c31_target_before_calibration(tmp_path, capsys
     assert "calibration" not in err and "[qbench]" not in err
     assert len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_key_given_twice_is_refused_naming_it():
+    """JSON keeps the last of a repeated key without a word: a target dict giving ``mcpu``
+    twice is refused naming it, not built for whichever came last."""
+    text = '{"kind": "llvm", "mcpu": "znver4", "mcpu": "znver3"}'
+    with pytest.raises(UserError, match="key 'mcpu' is given twice; give each key once"):
+        targets.parse_target(text, 2)

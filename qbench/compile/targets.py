@@ -265,9 +265,11 @@ def parse_target(text, threads, device=None, runs_here=True):
         return KINDS[text].host(threads)
     if text.lstrip().startswith("{"):
         try:
-            target = json.loads(text)
+            target = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise UserError(f"--target {text}: invalid JSON ({e})") from e
+        except ValueError as e:
+            raise UserError(f"--target {text}: {e}; give each key once") from e
         kind = target.get("kind") if isinstance(target, dict) else None
         if kind not in KINDS:
             raise UserError(f"--target {text}: kind must be one of {tuple(KINDS)}")
@@ -276,6 +278,16 @@ def parse_target(text, threads, device=None, runs_here=True):
         f"--target {text!r}: unknown; valid: {', '.join(KINDS)}, or a JSON target dict "
         '(e.g. \'{"kind": "llvm", "mcpu": "znver4"}\')'
     )
+
+
+def _unique_keys(pairs):
+    """A JSON object's dict, refusing a key given twice (``json.loads`` would keep the last
+    silently): ``ValueError`` naming the key."""
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"key {twice[0]!r} is given twice")
+    return dict(pairs)
 
 
 def _remote_target(text, threads, device):

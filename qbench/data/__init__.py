@@ -8,7 +8,7 @@ preprocessed (N, C, H, W) float32 batches (``batches``).
 May import: core, model (the stages before it; ``tests/test_layering.py``)."""
 
 from .batches import batches, full_batches, pad_batch, transform
-from .checks import check_decodable, check_input_shape, check_labels
+from .checks import check_images, check_input_shape, check_labels
 from .images import ImageSet, to_rgb
 from .sources import open_source
 from .splits import Split, holdout, split
@@ -17,7 +17,7 @@ __all__ = [
     "ImageSet",
     "Split",
     "batches",
-    "check_decodable",
+    "check_images",
     "check_input_shape",
     "check_labels",
     "full_batches",

@@ -1,19 +1,36 @@
-"""Checks an ``ImageSet`` passes before anything slow: decodable images, labels the model's
-classes can hold, and the input shape its preprocessing gives."""
+"""Checks an ``ImageSet`` passes before anything slow: decodable, distinct images, labels
+the model's classes can hold, and the input shape its preprocessing gives."""
 
 from ..core.errors import UserError
 from .batches import transform
+from .images import pixel_digest
 
 
-def check_decodable(images, indices):
-    """Decode every image at ``indices`` once, so that a file that cannot be read stops the
-    run before calibration rather than in the middle of the evaluation.
+def check_images(images, roles):
+    """Decode every image a run takes once, so that a file that cannot be read stops the run
+    before calibration rather than in the middle of the evaluation, and require their
+    pixels to be distinct: a copy of a calibration image under another name would be
+    evaluated on the ranges it set, and a repeated evaluation image counted twice.
+
+    Args:
+        roles: {role ("calibration", "evaluation", "held-out"): indices into ``images``}.
 
     Raises:
-        UserError: names the first file that cannot be decoded and the cause.
+        UserError: names the first file that cannot be decoded and the cause, or the first
+            two images with the same pixels and their roles.
     """
-    for i in indices:
-        images.loaders[i]()
+    seen = {}
+    for role, indices in roles.items():
+        for i in indices:
+            digest = pixel_digest(images.loaders[i]())
+            if digest in seen:
+                j, first = seen[digest]
+                raise UserError(
+                    f"--data {images.name}: images {images.keys[j]} ({first}) and "
+                    f"{images.keys[i]} ({role}) have the same pixels; valid: each image once "
+                    "(remove the copy, or choose other images with --seed)"
+                )
+            seen[digest] = (i, role)
 
 
 def check_labels(images, num_classes, model_name):

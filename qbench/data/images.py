@@ -43,10 +43,14 @@ class ImageSet:
         calibration cache key that changes when any calibration image changes."""
         h = hashlib.sha256()
         for i in indices:
-            image = self.loaders[i]()
-            h.update(f"{image.size}".encode())
-            h.update(image.tobytes())
+            h.update(pixel_digest(self.loaders[i]()))
         return h.hexdigest()
+
+
+def pixel_digest(picture):
+    """sha256 (32 bytes) of a ``PIL.Image``'s size and pixels: equal for two files that
+    decode to the same picture, whatever their names or encodings."""
+    return hashlib.sha256(f"{picture.size}".encode() + picture.tobytes()).digest()
 
 
 def file_loader(path):

@@ -12,9 +12,11 @@ Sources (``--data``):
 """
 
 import csv
+import functools
 import importlib.util
 import logging
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,50 @@ from ..core.errors import UserError
 from .images import ImageSet, file_loader
 
 log = logging.getLogger(__name__)
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm"}
+# Photo formats a folder's files are taken in, where the installed Pillow can open them.
+PHOTO_SUFFIXES = (
+    ".jpg .jpeg .jpe .jfif .png .apng .bmp .dib .webp .tif .tiff .gif .ppm .pgm .pbm .pnm "
+    ".tga .qoi .avif .jp2 .j2k"
+).split()
+
+
+@functools.cache
+def image_suffixes():
+    """The file suffixes (lower case, with the dot) a folder source takes as images: the
+    photo formats of ``PHOTO_SUFFIXES`` that the installed Pillow can open."""
+    from PIL import Image
+
+    Image.init()
+    opens = Image.registered_extensions()
+    return frozenset(s for s in PHOTO_SUFFIXES if opens.get(s) in Image.OPEN)
+
+
+def _images_in(folder, skipped):
+    """The image files of ``folder``, sorted; every other visible file but ``labels.csv`` is
+    added to the list ``skipped``."""
+    files = []
+    for f in sorted(folder.iterdir()):
+        if f.suffix.lower() in image_suffixes():
+            files.append(f)
+        elif f.is_file() and not f.name.startswith(".") and f.name != "labels.csv":
+            skipped.append(f)
+    return files
+
+
+def _warn_skipped(root, skipped):
+    """Say which files of ``root`` were not taken as images, counted by suffix."""
+    if not skipped:
+        return
+    kinds = Counter(f.suffix.lower() or "no suffix" for f in skipped)
+    log.warning(
+        "--data %s: %d files are not images qbench reads and were skipped (%s; e.g. %s); "
+        "images: %s",
+        root,
+        len(skipped),
+        ", ".join(f"{k} {n}" for k, n in kinds.most_common()),
+        skipped[0].relative_to(root),
+        " ".join(sorted(image_suffixes())),
+    )
 
 
 def open_source(text, seed=0, needed=None):
@@ -76,7 +121,8 @@ def _folder(root):
     if (root / "labels.csv").is_file():
         return _flat(root)
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
-    files = sorted(p for p in root.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    skipped = []
+    files = _images_in(root, skipped)
     if classes and files:
         raise UserError(
             f"--data {root}: holds both images ({files[0].name}, ...) and sub-folders "
@@ -87,23 +133,24 @@ def _folder(root):
         if not files:
             raise UserError(
                 f"--data {root}: no images and no labels.csv; valid: images "
-                f"({', '.join(sorted(IMAGE_SUFFIXES))}) alone, with a labels.csv (file,label "
+                f"({', '.join(sorted(image_suffixes()))}) alone, with a labels.csv (file,label "
                 "rows), or in class sub-folders (ImageFolder layout)"
             )
+        _warn_skipped(root, skipped)
         return ImageSet(str(root), [file_loader(f) for f in files], None, [f.name for f in files])
     index, source = _class_indices(root, classes)
     files, labels = [], []
     for cls in classes:
-        for f in sorted((root / cls).iterdir()):
-            if f.suffix.lower() in IMAGE_SUFFIXES:
-                files.append(f)
-                labels.append(index[cls])
+        found = _images_in(root / cls, skipped)
+        files += found
+        labels += [index[cls]] * len(found)
     if not files:
         raise UserError(
             f"--data {root}: class folders ({', '.join(classes[:3])}, ...) hold no images; "
-            f"valid: images ({', '.join(sorted(IMAGE_SUFFIXES))}) in class sub-folders "
+            f"valid: images ({', '.join(sorted(image_suffixes()))}) in class sub-folders "
             "(ImageFolder layout), alone, or with a labels.csv (file,label rows)"
         )
+    _warn_skipped(root, skipped)
     keys = [str(f.relative_to(root)) for f in files]
     return ImageSet(str(root), [file_loader(f) for f in files], labels, keys, False, source)
 

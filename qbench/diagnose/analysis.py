@@ -150,7 +150,8 @@ def _logits(model, x, fakes, active):
 def _judged(ref, out):
     """The model outputs ``ref`` and ``out`` (N, K) in the space the run's error is judged in
     (``measure.metrics.judged``: centred logits, whether the model ends in logits,
-    probabilities or log-probabilities), so that the logits SQNR here is the report's."""
+    probabilities, percentages or log-probabilities; a sigmoid's log-odds), so that the
+    logits SQNR here is the report's."""
     kind = output_kind(ref.detach().double().numpy())
     return [torch.from_numpy(judged(t.detach().double().numpy(), kind)) for t in (ref, out)]
 

@@ -10,10 +10,14 @@ TOP5 = 5
 NEAR_TIE_MARGIN = 0.05  # softmax top-1 minus top-2 of PyTorch FP32; see ``flip_metrics``
 
 # What a model's (N, K) output is (``output_kind``), and the space its error is judged in
-# (``judged_space``): every kind with K >= 2 is mapped to centred logits (``judged``).
+# (``judged_space``): a distribution over K >= 2 classes (logits, probabilities, percentages,
+# log-probabilities) is judged as centred logits; independent per-class probabilities
+# (sigmoids) as their log-odds (``judged``).
 LOGITS, PROBABILITIES, LOG_PROBABILITIES = "logits", "probabilities", "log-probabilities"
+PERCENTAGES = "percentages"  # probabilities x 100: rows that sum to 100
+SIGMOIDS = "independent probabilities"  # each value in (0, 1], rows not a distribution
 SINGLE = "single value"  # K = 1: no distribution over classes
-CENTRED, AS_IS = "centred logits", "as is"
+CENTRED, LOG_ODDS, AS_IS = "centred logits", "log-odds", "as is"
 # A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
 # logsumexp is 0 within a few float32 steps: 1e-3 leaves room for compiled exp
 # approximations, while a row that sums to 0.99 (a dropped class, label smoothing, sigmoids)
@@ -21,26 +25,41 @@ CENTRED, AS_IS = "centred logits", "as is"
 ROW_TOLERANCE = 1e-3
 NEGATIVE_TOLERANCE = 1e-6  # how far under 0 a probability may round
 PROBABILITY_FLOOR = float(np.finfo(np.float32).tiny)  # the smallest normal float32 probability
+# float32 resolves 1 - p only down to 2^-24 (sigmoid(z) rounds to 1.0 for z > 16.6): a
+# sigmoid's log-odds are recoverable within +-16.6, and are clipped there on both sides.
+SIGMOID_EPS = 2.0**-24
+ROW_SUMS = {PROBABILITIES: 1.0, PERCENTAGES: 100.0}
 
 
 def output_kind(ref):
     """What the reference output ``ref`` (N, K) holds, by its values alone.
 
-    ``probabilities``: K >= 2, every value >= -``NEGATIVE_TOLERANCE`` and every row sums to
-    1 within ``ROW_TOLERANCE``; ``log-probabilities``: K >= 2 and every row's logsumexp is
-    0 within ``ROW_TOLERANCE``; ``single value``: K = 1; otherwise ``logits`` (also when
-    ``ref`` holds NaN or infinity: such a reference is no distribution).
+    ``probabilities`` (``percentages``): K >= 2, every value >= -``NEGATIVE_TOLERANCE`` and
+    every row sums to 1 (100) within ``ROW_TOLERANCE`` relative; ``log-probabilities``:
+    K >= 2 and every row's logsumexp is 0 within ``ROW_TOLERANCE``; ``independent
+    probabilities``: K >= 2, not a distribution, every value in (0, 1] (a model ending in
+    a sigmoid per class: a sigmoid of a float32 reaches 0 only below -88, while a ReLU or a
+    hard sigmoid gives exact zeros, and stays logits); ``single value``: K = 1; otherwise
+    ``logits`` (also when ``ref`` holds NaN or infinity: such a reference is no
+    distribution).
     """
     z = np.asarray(ref, np.float64)
     if z.ndim != 2 or z.shape[1] < 2:
         return SINGLE if z.ndim == 2 else LOGITS
     if z.size == 0 or not np.isfinite(z).all():
         return LOGITS
-    if z.min() >= -NEGATIVE_TOLERANCE and np.all(np.abs(z.sum(1) - 1) <= ROW_TOLERANCE):
-        return PROBABILITIES
+    for kind, total in ROW_SUMS.items():
+        if z.min() >= -NEGATIVE_TOLERANCE * total and _rows_sum_to(z, total):
+            return kind
     if np.all(np.abs(logsumexp(z)) <= ROW_TOLERANCE):
         return LOG_PROBABILITIES
+    if z.min() > 0 and z.max() <= 1:
+        return SIGMOIDS
     return LOGITS
+
+
+def _rows_sum_to(z, total):
+    return bool(np.all(np.abs(z.sum(1) - total) <= ROW_TOLERANCE * total))
 
 
 def logsumexp(z):
@@ -52,8 +71,8 @@ def logsumexp(z):
 
 def judged_space(kind):
     """The space an output of ``kind`` (``output_kind``) is judged in: ``centred logits``,
-    or ``as is`` for a single value."""
-    return AS_IS if kind == SINGLE else CENTRED
+    ``log-odds`` for independent probabilities, or ``as is`` for a single value."""
+    return {SINGLE: AS_IS, SIGMOIDS: LOG_ODDS}.get(kind, CENTRED)
 
 
 def output_of(results):
@@ -70,18 +89,26 @@ def judged(out, kind):
     """``out`` (N, K) in the space its kind is judged in (``judged_space``), float64.
 
     Centred logits: each row minus its mean, of the logits themselves, of the
-    log-probabilities, or of the log of the probabilities (clipped below at
-    ``PROBABILITY_FLOOR``, the smallest normal float32, so that an underflowed 0 stays
-    finite). A softmax output's log is its logits less a per-row constant, and so is a
-    log_softmax output: the three kinds of one model land on the same values, and no
-    per-row constant (such as logsumexp) can inflate or shrink the signal. The softmax of
-    centred logits is the model's softmax. A single value (K = 1) is returned as is.
+    log-probabilities, or of the log of the probabilities or percentages (clipped below at
+    ``PROBABILITY_FLOOR`` x their row sum, so that an underflowed 0 stays finite). A
+    softmax output's log is its logits less a per-row constant, and so is a log_softmax
+    output or the log of percentages: these kinds of one model land on the same values,
+    and no per-row constant (such as logsumexp) can inflate or shrink the signal. The
+    softmax of centred logits is the model's softmax.
+
+    Log-odds: log(p / (1 - p)) of each independent probability p, the logit a sigmoid was
+    given, with p clipped to [``SIGMOID_EPS``, 1 - ``SIGMOID_EPS``] (|log-odds| <= 16.6);
+    not centred, since each value stands alone. A single value (K = 1) is returned as is.
     """
     z = np.asarray(out, np.float64)
-    if judged_space(kind) == AS_IS:
+    space = judged_space(kind)
+    if space == AS_IS:
         return z
-    if kind == PROBABILITIES:
-        z = np.log(np.maximum(z, PROBABILITY_FLOOR))
+    if space == LOG_ODDS:
+        p = np.clip(z, SIGMOID_EPS, 1 - SIGMOID_EPS)
+        return np.log(p) - np.log1p(-p)
+    if kind in ROW_SUMS:
+        z = np.log(np.maximum(z, PROBABILITY_FLOOR * ROW_SUMS[kind]))
     return z - z.mean(1, keepdims=True)
 
 
@@ -195,16 +222,23 @@ def flips(ref, out, margin=NEAR_TIE_MARGIN):
     ]
 
 
-def flip_metrics(flipped, images, margin):
+def flip_metrics(flipped, margins, margin):
     """``near_tie_flips``, ``decisive_flips`` (counts), ``decisive_top1_agreement`` (the
-    fraction in [0, 1] of ``images`` without a decisive flip) of ``flips``'s list, and the
-    ``near_tie_margin`` it was split at."""
+    fraction in [0, 1] of the images without a decisive flip) of ``flips``'s list,
+    ``decisive_images`` (how many images have a reference margin of at least ``margin``:
+    only they can flip decisively; with none, decisive agreement cannot fall below 1) and
+    the ``near_tie_margin`` it was split at.
+
+    Args:
+        margins: the reference's ``softmax_margin`` per image, (N,).
+    """
     decisive = sum(f["kind"] == "decisive" for f in flipped)
     return {
         "near_tie_margin": margin,
         "near_tie_flips": len(flipped) - decisive,
         "decisive_flips": decisive,
-        "decisive_top1_agreement": 1.0 - decisive / images,
+        "decisive_top1_agreement": 1.0 - decisive / len(margins),
+        "decisive_images": int((np.asarray(margins) >= margin).sum()),
     }
 
 
@@ -237,7 +271,7 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     if ranked:
         m["top1_agreement"] = top1_agreement(ref, out)
         m["top5_agreement"] = top5_agreement(ref, out)
-        m |= flip_metrics(flips(r, o, margin), len(ref), margin)
+        m |= flip_metrics(flips(r, o, margin), softmax_margin(r), margin)
     m |= {
         "max_abs_diff": float(np.abs(r - o).max()),
         "cosine": mean_row_cosine(r, o),

@@ -33,8 +33,8 @@ class Imported:
             PyTorch parameter names, e.g. ``_blocks.0._depthwise_conv``; ``#2`` marks a
             module's second call), None where a weight has no parameter name.
         aten_ops: the ATen operators of the exported graph, sorted.
-        layer_calls: (module paths, number of calls) of every ``nn.Conv2d`` and
-            ``nn.Linear`` weight the model reads on one batch (``layer_calls``), or None
+        layer_calls: (module paths, number of calls, op) of every ``nn.Linear`` and
+            convolution weight the model reads on one batch (``layer_calls``), or None
             for a model given as an exported program.
     """
 
@@ -226,8 +226,21 @@ def import_model(model, batch_size):
     return Imported(mod, _gemm_names(ep), ops, calls)
 
 
+def module_op(module):
+    """The Relax op a weighted ``torch.nn`` module becomes (``conv2d``, ``matmul``,
+    ``conv1d``, ``conv2d_transpose``, ...), or None for a module that is no such layer."""
+    import torch
+
+    if isinstance(module, torch.nn.Linear):
+        return "matmul"
+    if not isinstance(module, torch.nn.modules.conv._ConvNd):
+        return None
+    return f"conv{len(module.kernel_size)}d" + ("_transpose" if module.transposed else "")
+
+
 def layer_calls(model, batch_size):
-    """Every ``nn.Conv2d`` and ``nn.Linear`` weight of ``model`` (a ``zoo.LoadedModel``)
+    """Every ``nn.Linear`` and convolution (``Conv1d/2d/3d``, ``ConvTranspose*``) weight of
+    ``model`` (a ``zoo.LoadedModel``)
     and how many calls read it in one eager run on a zero batch (``batch_size``, C, H, W):
     what the layer table must account for, whatever the export and the graph rewrites made
     of them. Modules are grouped by their weight tensor, so one module under two names, or
@@ -235,17 +248,18 @@ def layer_calls(model, batch_size):
     by one of them).
 
     Returns:
-        list of (module paths, calls), in the model's module order.
+        list of (module paths, calls, op: ``module_op``), in the model's module order.
     """
     import torch
 
-    groups, calls, handles = {}, {}, []
+    groups, ops, calls, handles = {}, {}, {}, []
     for path, sub in model.module.named_modules(remove_duplicate=False):
-        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear):
+        if module_op(sub):
             groups.setdefault(id(sub.weight), []).append(path)
+            ops.setdefault(id(sub.weight), module_op(sub))
     hooked = set()
     for _, sub in model.module.named_modules():
-        if isinstance(sub, torch.nn.Conv2d | torch.nn.Linear) and id(sub) not in hooked:
+        if module_op(sub) and id(sub) not in hooked:
             hooked.add(id(sub))
             key = id(sub.weight)
             count = lambda m, a, k=key: calls.update({k: calls.get(k, 0) + 1})  # noqa: E731
@@ -256,7 +270,7 @@ def layer_calls(model, batch_size):
     finally:
         for handle in handles:
             handle.remove()
-    return [(tuple(paths), calls[key]) for key, paths in groups.items() if key in calls]
+    return [(tuple(paths), calls[key], ops[key]) for key, paths in groups.items() if key in calls]
 
 
 def _gemm_names(ep):

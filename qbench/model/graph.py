@@ -106,28 +106,78 @@ def find_layers(mod, names=None):
 
 
 def unaccounted_calls(calls, layers):
-    """The ``nn.Conv2d``/``nn.Linear`` calls of the model that no layer of the graph stands
-    for: [(module path, calls missing)], in the model's module order. A Linear the export
-    turned into another op pattern (a batched matmul on a broadcast weight, for a Linear on
-    a permuted tensor) is one; such calls stay FP32 and the layer table must still count
-    them. ``calls``: ``frontend.Imported.layer_calls``, (module paths of one weight, calls)
-    (None: nothing to check); a layer counts for its weight under any of those paths.
-    Where the graph's layers have no source names (``layer<i>``), calls are compared in
-    total, under the name ``(unnamed)``."""
+    """The weighted module calls of the model (``nn.Linear``, convolutions) that no layer of
+    the graph stands for: [(module path, calls missing, op)], in the model's module order.
+    A Conv1d or ConvTranspose2d is one (qbench quantizes conv2d and matmul only); so is a
+    Linear the export turned into another op pattern (a batched matmul on a broadcast
+    weight, for a Linear on a permuted tensor). Such calls stay FP32 and the layer table
+    must still count them. ``calls``: ``frontend.Imported.layer_calls``, (module paths of
+    one weight, calls, op) (None: nothing to check); a layer counts for its weight under any
+    of those paths. Where the graph's layers have no source names (``layer<i>``), conv2d
+    and matmul calls are compared in total per op, under the name ``(unnamed)``."""
     if not calls:
         return []
+    if layers and all(layer.name == f"layer{layer.index}" for layer in layers):
+        found = [(paths[0], n, op) for paths, n, op in calls if op not in ("conv2d", "matmul")]
+        for kind in ("conv2d", "matmul"):
+            missing = sum(n for _, n, op in calls if op == kind)
+            missing -= sum(layer.op == kind for layer in layers)
+            found += [("(unnamed)", missing, kind)] if missing > 0 else []
+        return found
     counted = {}
     for layer in layers:
         base = layer.name.split("#")[0]
         counted[base] = counted.get(base, 0) + 1
-    if layers and all(layer.name == f"layer{layer.index}" for layer in layers):
-        missing = sum(n for _, n in calls) - len(layers)
-        return [("(unnamed)", missing)] if missing > 0 else []
     found = []
-    for paths, n in calls:
+    for paths, n, op in calls:
         missing = n - sum(counted.get(path, 0) for path in paths)
         if missing > 0:
-            found.append((paths[0], missing))
+            found.append((paths[0], missing, op))
+    return found
+
+
+def products_outside_modules(mod, unaccounted):
+    """The FP32 products of ``main`` (``fp32_products``) that no module call of
+    ``unaccounted`` (``unaccounted_calls``) stands for: (op, count) pairs, e.g. an einsum
+    or ``F.conv1d`` on a parameter, or any such product of a model given as an exported
+    program (no module calls known)."""
+    from collections import Counter
+
+    left = Counter(fp32_products(mod))
+    for _, n, op in unaccounted:
+        left[op] -= n
+    return [(op, n) for op, n in left.items() if n > 0]
+
+
+PRODUCTS = {  # Relax ops that multiply an activation by a weight
+    f"relax.{name}"
+    for name in (
+        "matmul",
+        "einsum",
+        *(f"nn.conv{d}d{t}" for d in (1, 2, 3) for t in ("", "_transpose")),
+    )
+}
+
+
+def fp32_products(mod):
+    """The products of an activation and a constant weight in ``main`` that are no
+    quantizable layer (a conv1d, a transposed or 3-D conv, a matmul on a batched weight, an
+    einsum on a parameter): their op names (``conv1d``, ``matmul``, ...) in binding order.
+    They run in FP32. A product of two activations (attention's q @ k) has no weight and is
+    not listed."""
+    import tvm
+    from tvm import relax
+
+    found = []
+    for binding in main_block(mod).bindings:
+        value = binding.value
+        if not isinstance(value, relax.Call) or getattr(value.op, "name", None) not in PRODUCTS:
+            continue
+        operands = value.args[0].fields if value.op.name == "relax.einsum" else value.args
+        if quantizable_call(value) is None and any(
+            isinstance(a, tvm.ir.expr.Constant) for a in operands
+        ):
+            found.append(value.op.name.rsplit(".", 1)[1])
     return found
 
 

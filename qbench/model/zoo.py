@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import logging
 import socket
+import sys
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -396,9 +397,13 @@ def _load_python(spec_text):
 
 
 def _call_user_function(spec_text, file, func_name):
-    """Run the user's FILE.py:FUNCTION; return (module, extra dict)."""
+    """Run the user's FILE.py:FUNCTION, with FILE's folder first on ``sys.path`` as
+    ``python FILE.py`` has it (so that it can import the modules beside it); return
+    (module, extra dict)."""
     import torch
 
+    folder = str(Path(file).resolve().parent)
+    sys.path.insert(0, folder)
     try:
         spec = importlib.util.spec_from_file_location(Path(file).stem, file)
         mod = importlib.util.module_from_spec(spec)
@@ -412,6 +417,8 @@ def _call_user_function(spec_text, file, func_name):
         raise
     except Exception as e:  # noqa: BLE001 - the user's code may raise anything
         raise UserError(f"--model {spec_text}: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.remove(folder)
     if isinstance(result, tuple) and len(result) != 2:
         raise UserError(
             f"--model {spec_text}: returned {len(result)} values; valid: a module, "

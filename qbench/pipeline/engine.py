@@ -146,8 +146,8 @@ def _results(runners, logits, labels, latency, margin, keys=None):
     (``ref``) and per-image outcomes, flips split at the near-tie ``margin`` and named by
     the evaluated images' ``keys`` (their files), where the data has them. PyTorch FP32's
     metrics name what its output is (``output_kind``: logits, probabilities,
-    log-probabilities, a single value); the others' say the space their error was judged
-    in (``judged_space``)."""
+    percentages, log-probabilities, independent probabilities, a single value); the
+    others' say the space their error was judged in (``judged_space``)."""
     ref = logits["pytorch_fp32"]
     kind = output_kind(ref)
     results = {}

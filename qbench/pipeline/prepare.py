@@ -52,7 +52,9 @@ def prepare(opts):
         held = (
             data.holdout(images, split, opts.holdout_size, opts.seed) if opts.holdout_size else ()
         )
-        data.check_decodable(images, split.calib + split.eval + held)
+        data.check_images(
+            images, {"calibration": split.calib, "evaluation": split.eval, "held-out": held}
+        )
         st.note = f"{images.name}: {len(split.calib)} calibration, {len(split.eval)} evaluation"
     with stage("load model") as st:
         model = zoo.load_model(opts.model, opts.weights, opts.input_shape, opts.mean, opts.std)
@@ -83,12 +85,9 @@ def prepare(opts):
     databases, tuning_info = tuning_databases(opts, target)
     p = Prepared(opts, model, images, split, held, target, imported, layers, databases, tuning_info)
     unaccounted = graph.unaccounted_calls(imported.layer_calls, layers)
-    p = replace(p, unaccounted=unaccounted, device=device)
-    for path, n in p.unaccounted:
-        say(
-            f"WARNING: {path}: {n} call(s) of this Conv2d/Linear are no conv2d/matmul layer of "
-            "the Relax graph (the export made another op pattern of them); they run in FP32"
-        )
+    outside = graph.products_outside_modules(imported.mod, unaccounted)
+    p = replace(p, unaccounted=unaccounted, outside_modules=outside, device=device)
+    _warn_fp32_products(p)
     with stage("calibration") as st:
         ranges, cal = _calibrate(p)
         miss = f"cache miss: {cal.mode} on {cal.images} images"
@@ -98,6 +97,24 @@ def prepare(opts):
         p, st.note = int8_rewrite(replace(p, ranges=ranges, calibration=cal), opts.quant)
     _warn_about_kernels(p)
     return p
+
+
+def _warn_fp32_products(p):
+    """Say which weighted products of the model stay FP32 outside the layer list: module
+    calls no layer stands for (``Prepared.unaccounted``) and products outside any module
+    (``Prepared.outside_modules``)."""
+    for path, n, op in p.unaccounted:
+        why = (
+            "the export made another op pattern of them"
+            if op in ("conv2d", "matmul")
+            else f"qbench has no INT8 {op}"
+        )
+        say(f"WARNING: {path}: {n} {op} call(s) are no INT8 layer ({why}); they run in FP32")
+    for op, n in p.outside_modules:
+        say(
+            f"WARNING: {n} {op} product(s) of an activation and a constant weight outside any "
+            "Conv/Linear module (a functional conv, matmul or einsum on a parameter) run in FP32"
+        )
 
 
 def connect_device(opts):

@@ -43,8 +43,10 @@ class Prepared:
             and the report's ``Int8Kernels``.
         diagnosis: the ``DiagnosisReport`` with ``--diagnose`` or ``--accuracy-target``,
             else None.
-        unaccounted: ``graph.unaccounted_calls``: the model's Conv2d/Linear calls no layer
-            stands for (they run in FP32; the layer table counts them).
+        unaccounted: ``graph.unaccounted_calls``: the model's Linear and convolution calls
+            no layer stands for (they run in FP32; the layer table counts them).
+        outside_modules: ``graph.products_outside_modules``: (op, count) of the FP32
+            products of an activation and a weight that no module call stands for.
         device: the remote ``Device`` that runs the TVM builds, or None: this machine.
     """
 
@@ -66,4 +68,5 @@ class Prepared:
     int8_kernels: Int8Kernels = None  # idem
     diagnosis: DiagnosisReport = None
     unaccounted: tuple = ()
+    outside_modules: tuple = ()
     device: Device = None

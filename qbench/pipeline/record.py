@@ -51,7 +51,9 @@ def build_report(p, results, wall_s, speed, verdict, timing, unavailable=None):
         precision=precision(p.quant),
         calibration=p.calibration,
         tuning=p.tuning,
-        layers=layer_rows(p.layers, p.plans, p.ranges, p.quant, p.unaccounted, model.module),
+        layers=layer_rows(
+            p.layers, p.plans, p.ranges, p.quant, (p.unaccounted, p.outside_modules), model.module
+        ),
         graph=graph_ops(p.imported.mod, p.int8_mod),
         int8_kernels=p.int8_kernels,
         results=results,

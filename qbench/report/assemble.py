@@ -70,31 +70,49 @@ def _weight_words(quant):
     return "int8"
 
 
-def _unaccounted_rows(unaccounted, module):
-    """Layer-table rows of the model's Conv2d/Linear calls that no graph layer stands for
-    (``graph.unaccounted_calls``: (module path, calls) pairs of the PyTorch ``module``):
-    FP32, with the reason."""
-    import torch
+def _fp32_row(name, op, channels, groups, reason):
+    """A layer-table row of a weighted product that runs in FP32 outside the layer list."""
+    return {
+        "index": None,
+        "name": name,
+        "op": op,
+        "in_channels": channels[0],
+        "out_channels": channels[1],
+        "groups": groups,
+        "reason": reason,
+        "nonfinite_excluded": 0,
+        "nonfinite_batches": [],
+        "dtype": "float32",
+        "collapsed_channels": [],
+    }
 
+
+def _fp32_rows(fp32, module):
+    """Layer-table rows of the weighted products no graph layer stands for, FP32 with the
+    reason: ``fp32`` is (``graph.unaccounted_calls``: (module path, calls, op) of the
+    PyTorch ``module``, ``graph.products_outside_modules``: (op, count) of products
+    outside any module). Each reason starts with its count of calls."""
+    unaccounted, outside = fp32
     rows = []
-    for path, n in unaccounted:
+    for path, n, op in unaccounted:
         sub = _submodule(module, path)
-        linear = isinstance(sub, torch.nn.Linear)
+        channels = [
+            getattr(sub, "in_features", getattr(sub, "in_channels", None)),
+            getattr(sub, "out_features", getattr(sub, "out_channels", None)),
+        ]
+        why = (
+            "exported as an op pattern qbench does not quantize (no conv2d/matmul with a "
+            "constant weight in the graph)"
+            if op in ("conv2d", "matmul")
+            else f"no INT8 {op} in qbench (it quantizes conv2d and matmul)"
+        )
         rows.append(
-            {
-                "index": None,
-                "name": path,
-                "op": "matmul" if linear else "conv2d",
-                "in_channels": getattr(sub, "in_features", getattr(sub, "in_channels", None)),
-                "out_channels": getattr(sub, "out_features", getattr(sub, "out_channels", None)),
-                "groups": getattr(sub, "groups", 1),
-                "reason": f"{n} call(s) exported as an op pattern qbench does not quantize "
-                "(no conv2d/matmul with a constant weight in the graph): FP32",
-                "nonfinite_excluded": 0,
-                "nonfinite_batches": [],
-                "dtype": "float32",
-                "collapsed_channels": [],
-            }
+            _fp32_row(path, op, channels, getattr(sub, "groups", 1), f"{n} call(s) {why}: FP32")
+        )
+    for op, n in outside:
+        why = "of an activation and a constant weight outside any Conv/Linear module"
+        rows.append(
+            _fp32_row(f"({op} outside modules)", op, [None, None], 1, f"{n} product(s) {why}: FP32")
         )
     return rows
 
@@ -106,11 +124,12 @@ def _submodule(module, path):
         return None
 
 
-def layer_rows(layers, plans, ranges, quant, unaccounted, module):
+def layer_rows(layers, plans, ranges, quant, fp32, module):
     """The report's layer table: one row per ``graph.Layer`` of ``layers`` with its
     ``LayerPlan`` (``plans``, same order), calibrated ``ranges`` ({layer name:
     ``calibration.Range``}) and the ``QuantConfig`` as built (``quant``), then a row per
-    Conv2d/Linear call of ``module`` no layer stands for (``unaccounted``)."""
+    weighted module of ``module`` and per op outside modules that no layer stands for
+    (``fp32``: see ``_fp32_rows``)."""
     rows = []
     for layer, plan in zip(layers, plans, strict=True):
         r = ranges.get(layer.name)
@@ -143,7 +162,7 @@ def layer_rows(layers, plans, ranges, quant, unaccounted, module):
         else:
             row.update(dtype="float32", collapsed_channels=[])
         rows.append(row)
-    return rows + _unaccounted_rows(unaccounted, module)
+    return rows + _fp32_rows(fp32, module)
 
 
 def graph_ops(fp32_mod, int8_mod):

@@ -4,7 +4,17 @@ tuning, kernels) and the environment line."""
 import json
 
 from ..core.words import plural
-from ..measure.metrics import AS_IS, PROBABILITIES, SINGLE, output_of
+from ..measure.metrics import (
+    AS_IS,
+    LOG_ODDS,
+    LOG_PROBABILITIES,
+    LOGITS,
+    PERCENTAGES,
+    PROBABILITIES,
+    SIGMOIDS,
+    SINGLE,
+    output_of,
+)
 from ..measure.timing import describe
 from ..signoff.checks import fastest_torch_int8
 from .tables import RUNNER_TITLES, unshown_why
@@ -111,10 +121,17 @@ def _agreements(ours, theirs):
 
 
 OUTPUT_WORDS = {  # metrics.output_kind: what it means
-    "logits": "logits",
-    "probabilities": "probabilities (non-negative rows that sum to 1)",
-    "log-probabilities": "log-probabilities (rows whose logsumexp is 0)",
-    "single value": "a single value per image",
+    LOGITS: "logits",
+    PROBABILITIES: "probabilities (non-negative rows that sum to 1)",
+    PERCENTAGES: "percentages (non-negative rows that sum to 100)",
+    LOG_PROBABILITIES: "log-probabilities (rows whose logsumexp is 0)",
+    SIGMOIDS: "independent probabilities (each value in (0, 1], a sigmoid per class)",
+    SINGLE: "a single value per image",
+}
+JUDGED_VALUES = {  # metrics.output_kind: what the judged space is made of
+    PROBABILITIES: "the log of each probability less its row's mean",
+    PERCENTAGES: "the log of each percentage less its row's mean",
+    SIGMOIDS: "log(p / (1 - p)) of each value p, clipped at +-16.6, float32's resolution near 1",
 }
 
 
@@ -124,11 +141,14 @@ def output_line(results):
     max abs diff, cosine, SQNR and flip margins judged on centred logits (...)``."""
     kind, space = output_of(results)
     words = f"output: {OUTPUT_WORDS.get(kind, kind)}; "
+    if space == LOG_ODDS:
+        value = f"{JUDGED_VALUES[kind]}: the logit each sigmoid was given"
+        return words + f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value})"
     if space != AS_IS:
-        value = "the log of each probability" if kind == PROBABILITIES else "each value"
+        value = JUDGED_VALUES.get(kind, "each value less its row's mean")
         return words + (
-            f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value} less "
-            "its row's mean: no per-row constant counts)"
+            f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value}: no "
+            "per-row constant counts)"
         )
     if kind == SINGLE:
         return words + "max abs diff, cosine and SQNR judged on it as is (no softmax)"

@@ -182,7 +182,8 @@ def _ranking(name, metrics, limit, classes, k):
 
 
 def _decisive(int8, limits, classes):
-    """INT8 top-1 agreement with near-tie flips forgiven (``metrics.flips``)."""
+    """INT8 top-1 agreement with near-tie flips forgiven (``metrics.flips``); failed, with
+    why, when no image is decisive (``decisive_images`` 0: a check that cannot fail)."""
     name = f"INT8 decisive top-1 agreement (margin {limits.near_tie_margin:g})"
     limit = limits.min_decisive_top1_agreement
     if classes == 1:
@@ -191,8 +192,14 @@ def _decisive(int8, limits, classes):
         return _valueless(
             name, ">=", limit, "fraction", False, "not computed: INT8 logits are not finite"
         )
-    check = _check(name, int8["decisive_top1_agreement"], ">=", limit, "fraction")
     images = int8["decisive_top1_agreement_total"]
+    if int8.get("decisive_images") == 0:
+        why = (
+            f"cannot fail: none of the {images} images has a PyTorch FP32 margin of "
+            f"{limits.near_tie_margin:g} or more, so every flip would be a near-tie"
+        )
+        return _valueless(name, ">=", limit, "fraction", False, why)
+    check = _check(name, int8["decisive_top1_agreement"], ">=", limit, "fraction")
     return with_interval(check, int8["decisive_top1_agreement_count"], images)
 
 

@@ -45,7 +45,7 @@ def load(path):
     except OSError as e:
         raise UserError(f"--policy {path}: cannot read it ({e.strerror or e})") from None
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
+        doc = tomllib.loads(raw.decode("utf-8-sig"))  # a byte order mark (Notepad's) is allowed
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UserError(f"--policy {path}: not valid TOML ({e})") from None
     _known(path, "the top level", doc, TOP_KEYS)
