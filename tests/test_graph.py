@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 import torch
-from fieldcases import layer_run, run_report
+from fieldcases import layer_run, refused, run_report
 from helpers import loaded
 from torch import nn
 
@@ -135,3 +135,23 @@ def test_other_products_leave_every_layer_its_name(tmp_path, capsys, layer_model
     report = run_report(tmp_path)
     assert [row["name"] for row in report["layers"]][:2] == ["conv", "fc"]
     assert report["calibration"]["weight_rounding"].startswith("gptq")
+
+
+def test_a_layer_with_nan_weights_is_refused_naming_it(tmp_path, capsys):
+    """A NaN among a Linear's weights (a diverged training run) is exit 2 naming the layer
+    and the count, before calibration: no scale quantizes it (the run had gone on, showing
+    INT8 agreeing 100 % with a NaN reference)."""
+    (tmp_path / "nan.py").write_text(
+        "import torch\n\n"
+        "def model():\n"
+        "    torch.manual_seed(0)\n"
+        "    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),\n"
+        "                              torch.nn.Linear(4 * 14 * 14, 10)).eval()\n"
+        "    with torch.no_grad():\n"
+        "        net[2].weight[3, 5] = float('nan')\n"
+        "        net[2].weight[1, 0] = float('inf')\n"
+        "    return net, (3, 16, 16)\n"
+    )
+    code = layer_run(tmp_path, "--model", f"{tmp_path / 'nan.py'}:model")
+    assert code == 2
+    refused(capsys, tmp_path, "layer 2 (matmul): 2 of its 7840 weights are NaN or infinite")

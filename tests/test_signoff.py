@@ -7,7 +7,7 @@ import pytest
 
 from qbench.cli.main import _parser, main
 from qbench.cli.runopts import run_options
-from qbench.measure.metrics import compare_logits
+from qbench.measure.metrics import accuracy_metrics, compare_logits
 from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
 from qbench.signoff.checks import signoff
 from qbench.signoff.limits import Limits
@@ -378,3 +378,22 @@ def test_speed_flags_reach_the_run_options():
     args = "--min-int8-speedup 1.2 --max-int8-latency-ms 80".split()
     opts = run_options(_parser().parse_args(["run", "--model", "resnet18", *args]))
     assert opts.limits == Limits(min_int8_speedup=1.2, max_int8_latency_ms=80.0)
+
+
+def test_a_non_finite_reference_leaves_no_comparison_looking_ok():
+    """A PyTorch FP32 reference holding NaN (one image of two) compares with nothing: the
+    INT8 build's agreement is 0 (not its 100 % agreement with argmax 0 of the NaN row), its
+    SQNR and cosine are not computed (the NaN row's cosine had counted as 1) and fail; the
+    NaN row's top-1 is no label's, so PyTorch's accuracy is 1 of 2 by hand."""
+    ref = np.array([[np.nan, 1.0, 0.0], [0.0, 2.0, 1.0]])
+    out = np.array([[1.0, 0.5, 0.0], [0.0, 2.0, 1.0]])
+    m = compare_logits(ref, out, labels=np.array([0, 1]))
+    assert (m["top1_agreement"], m["top1_agreement_count"]) == (0.0, 0)
+    assert "cosine" not in m and "sqnr_db" not in m
+    assert accuracy_metrics(ref, np.array([0, 1]))["top1_accuracy"] == 0.5
+    results = _runners({"nonfinite_logits": 1}, m, m)
+    out = signoff(results, LOOSE, 3)
+    assert out.verdict == "FAIL"
+    for name in ("INT8 logits SQNR", "INT8 logits cosine"):
+        check = _check(out, name)
+        assert check.passed is False and "PyTorch FP32 logits are not finite" in check.detail

@@ -150,8 +150,11 @@ def top5_agreement(ref, out):
 
 
 def accuracy(logits, labels, k):
-    """Top-k accuracy in [0, 1] against integer labels (N,)."""
-    return float(np.mean([lab in row for lab, row in zip(labels, topk(logits, k), strict=True)]))
+    """Top-k accuracy in [0, 1] against integer labels (N,); a row holding NaN or infinity
+    is wrong (its ranking means nothing)."""
+    finite = np.isfinite(logits).all(1)
+    hits = [lab in row for lab, row in zip(labels, topk(logits, k), strict=True)]
+    return float(np.mean(np.asarray(hits) & finite))
 
 
 def mean_row_cosine(ref, out):
@@ -245,11 +248,11 @@ def flip_metrics(flipped, margins, margin):
 def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     """All accuracy metrics of ``out`` (N, K) against the PyTorch reference ``ref`` (N, K).
 
-    When ``out`` holds NaN or infinity, only ``nonfinite_logits`` (the count) is meaningful
-    and both agreements are reported as 0. A single logit (K = 1) has no ranking, so no
-    top-1/top-5 agreement is computed (every view then shows none, not a vacuous 100 %).
-    Every fraction comes with its counts (see ``with_counts``); flips are split at the
-    near-tie ``margin`` (``flips``).
+    When ``out`` or ``ref`` holds NaN or infinity, only ``nonfinite_logits`` (``out``'s
+    count) is meaningful and both agreements are reported as 0. A single logit (K = 1) has
+    no ranking, so no top-1/top-5 agreement is computed (every view then shows none, not a
+    vacuous 100 %). Every fraction comes with its counts (see ``with_counts``); flips are
+    split at the near-tie ``margin`` (``flips``).
 
     ``max_abs_diff``, ``cosine``, ``sqnr_db`` and the flips' margins are computed on both
     outputs mapped to the space ``kind`` is judged in (``judged``), named by
@@ -263,7 +266,8 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     kind = output_kind(ref) if kind is None else kind
     nonfinite = int((~np.isfinite(out)).sum())
     ranked = ref.shape[1] > 1
-    if nonfinite:  # NaN rows would agree with argmax 0 and fake a cosine: report only the count
+    if nonfinite or not np.isfinite(ref).all():
+        # NaN rows would agree with argmax 0 and fake a cosine: report only the count
         zero = {"top1_agreement": 0.0, "top5_agreement": 0.0} if ranked else {}
         return with_counts({"nonfinite_logits": nonfinite, **zero}, ref.shape)
     m = {"nonfinite_logits": 0}
@@ -343,11 +347,14 @@ def per_image(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
         ``compare_logits``, which then reports no agreement). ``flips``: ``flips``'s list,
         beside ``top1_match`` when ``out`` is finite.
     """
+    finite = np.isfinite(out).all() and np.isfinite(ref).all()
     top1 = out.argmax(1) if np.isfinite(out).all() else np.full(len(out), -1)
     result = {}
     if out is not ref and ref.shape[1] > 1:
-        result["top1_match"] = (top1 == ref.argmax(1)).astype(int).tolist()
-        if np.isfinite(out).all():
+        result["top1_match"] = (
+            (top1 == ref.argmax(1)).astype(int).tolist() if finite else [0] * len(out)
+        )
+        if finite:
             kind = output_kind(ref) if kind is None else kind
             result["flips"] = flips(judged(ref, kind), judged(out, kind), margin)
     if labels is not None:

@@ -98,6 +98,8 @@ def find_layers(mod, names=None):
             weight = binding.value.args[1].value.numpy().astype(np.float32)
             found.append((kind, weight, groups))
     use_names = names is not None and len(names) == len(found) and all(names)
+    for i, (kind, weight, _) in enumerate(found):
+        _check_finite(weight, names[i] if use_names else f"layer{i}", kind)
     pools = {p.layer: p.ordinal for p in global_pools(mod) if p.layer is not None}
     return [
         Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, pools.get(i))
@@ -179,6 +181,22 @@ def fp32_products(mod):
         ):
             found.append(value.op.name.rsplit(".", 1)[1])
     return found
+
+
+def _check_finite(weight, name, kind):
+    """Refuse a layer whose weight holds NaN or infinity: no scale quantizes it, and every
+    logit it reaches is no answer.
+
+    Raises:
+        UnsupportedModelError: names the layer, the op and the count of such values.
+    """
+    bad = int((~np.isfinite(weight)).sum())
+    if bad:
+        raise UnsupportedModelError(
+            f"layer {name} ({kind}): {bad} of its {weight.size} weights are NaN or infinite; "
+            "the model's weights are broken (a diverged training run, a bad conversion): "
+            "fix them before quantizing"
+        )
 
 
 def _check_float32(call, index, kind):

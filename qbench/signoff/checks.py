@@ -190,7 +190,12 @@ def _decisive(int8, limits, classes):
         return _not_applicable(name, ">=", limit, "fraction", "a single output logit")
     if "decisive_top1_agreement" not in int8:
         return _valueless(
-            name, ">=", limit, "fraction", False, "not computed: INT8 logits are not finite"
+            name,
+            ">=",
+            limit,
+            "fraction",
+            False,
+            "not computed: INT8 or PyTorch FP32 logits are not finite",
         )
     images = int8["decisive_top1_agreement_total"]
     if int8.get("decisive_images") == 0:
@@ -221,13 +226,14 @@ def with_interval(check, count, images):
 
 def _fidelity(int8, limits):
     """INT8 logits SQNR (dB; identical logits count as infinite) and mean cosine against
-    PyTorch's. Both are absent when the INT8 logits are not finite: the checks then fail."""
+    PyTorch's. Both are absent when the INT8 or PyTorch logits are not finite: the checks
+    then fail."""
     checks = (
         ("INT8 logits SQNR", "sqnr_db", limits.min_sqnr_db, "dB"),
         ("INT8 logits cosine", "cosine", limits.min_cosine, "cosine"),
     )
     if "cosine" not in int8:
-        why = "not computed: INT8 logits are not finite"
+        why = "not computed: INT8 or PyTorch FP32 logits are not finite"
         return [_valueless(name, ">=", limit, unit, False, why) for name, _, limit, unit in checks]
     values = {
         "sqnr_db": float("inf") if int8["sqnr_db"] is None else int8["sqnr_db"],
