@@ -187,3 +187,23 @@ def test_a_tracker_address_where_nothing_answers_exits_2(tmp_path, models, capsy
     assert f"--rpc-tracker 127.0.0.1:{port}: no tracker answers (timed out)" in (
         capsys.readouterr().err
     )
+
+
+def test_a_server_address_where_nothing_answers_exits_2(tmp_path, models, capsys, monkeypatch):
+    """``--rpc`` at a listener that accepts and never replies (another service on the port):
+    exit 2 once the handshake's timeout (here 2 s) is out, naming the address; before, TVM's
+    own handshake, which has no timeout, hung the run."""
+    import socket
+
+    from rpcfarm import free_port
+
+    from qbench.core import remote
+
+    monkeypatch.setattr(remote, "HANDSHAKE_TIMEOUT_S", 2)
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)):
+        model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+        assert main(["run", *model, *_folders(tmp_path), "--rpc", f"127.0.0.1:{port}"]) == 2
+    assert f"127.0.0.1:{port} took the connection but gave no TVM RPC handshake within 2 s" in (
+        capsys.readouterr().err
+    )

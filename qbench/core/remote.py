@@ -10,6 +10,7 @@ build and turns a lost connection into a ``UserError`` that says which device wa
 
 import shutil
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from .errors import UserError
 
 CONNECT_TIMEOUT_S = 10  # how long a server or tracker that refuses connections is retried, s
+HANDSHAKE_TIMEOUT_S = 60  # how long a peer that took the connection may take to answer, s
 
 
 class RemoteLost(UserError):
@@ -127,18 +129,50 @@ def connect(remote):
     try:
         if remote.tracker:
             server = _tracked_server(remote)
-            session = rpc.connect(server[0], server[1], server[2], session_timeout=0)
             where, addr = f"rpc key {remote.key}", server[:2]
         else:
-            session = rpc.connect(*remote.server, session_timeout=0)
+            server = remote.server
             where, addr = "rpc", remote.server
-        triple, cpu = _llvm_host(session)
+        session, (triple, cpu) = _within(HANDSHAKE_TIMEOUT_S, _open, rpc, server, addr)
     except (OSError, RuntimeError) as e:
         hint = ""
         if remote.server and "matches key" in str(e):
             hint = "; the server is registered with a tracker: use --rpc-tracker and --rpc-key"
         raise UserError(f"{remote.words()}: cannot open an RPC session ({e}){hint}") from e
     return Device(session, f"{where}, server {_hostport(addr)}, {triple} {cpu}", triple, cpu)
+
+
+def _open(rpc, server, addr):
+    """A session on ``server`` ((host, port) or (host, port, match key)) and its
+    ``_llvm_host``; ``addr`` names it in the error of a peer that never answers."""
+    session = rpc.connect(*server, session_timeout=0)
+    return session, _llvm_host(session)
+
+
+def _within(seconds, fn, *args):
+    """``fn(*args)`` run in a daemon thread, or ``TimeoutError`` after ``seconds``: TVM's
+    RPC handshake has no timeout of its own, and a peer that accepts the connection but
+    never answers (another service on the port) would hang the run. The thread is left
+    behind blocked; the run ends with the error."""
+    done = {}
+
+    def run():
+        try:
+            done["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"{_hostport(args[-1])} took the connection but gave no TVM RPC handshake within "
+            f"{seconds} s (another service on that port?)"
+        )
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _tracked_server(remote):
