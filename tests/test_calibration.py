@@ -2,6 +2,8 @@
 histograms C11, non-finite values C12, an activation's own range C09); the calibration
 cache follows the graph (C17)."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -257,3 +259,57 @@ def test_cache_key_follows_the_graph_not_the_names(tmp_path, small_models):
     third = _prepare(tmp_path, f"{small_models}:scaled")
     assert not third.calibration.cache_hit
     assert third.calibration.cache_key != first.calibration.cache_key
+
+
+def _swap_first(entry):
+    name = next(iter(entry["ranges"]))
+    r = entry["ranges"][name]
+    r["lo"], r["hi"] = r["hi"], r["lo"]
+
+
+def _drop_last(entry):
+    entry["ranges"].pop(list(entry["ranges"])[-1])
+
+
+def _huge(entry):
+    next(iter(entry["ranges"].values()))["hi"] = 1e30
+
+
+def _as_list(entry):
+    entry["ranges"] = list(entry["ranges"].values())
+
+
+@pytest.mark.parametrize("damage", [_swap_first, _drop_last, _huge, _as_list])
+def test_a_damaged_cache_entry_is_recalibrated_with_a_warning(
+    tmp_path, small_models, caplog, damage
+):
+    """A cache entry edited by hand or damaged (a range's ends swapped, a layer's range
+    gone, a range widened to 1e30, ranges no longer a table) fails its checksum or its
+    checks: the run recalibrates, says why, and gets the ranges of a clean calibration (they
+    had been used as found, or crashed the run with KeyError/AttributeError)."""
+    first = _prepare(tmp_path, f"{small_models}:scaled")
+    (path,) = (tmp_path / "cal").glob("*.json")
+    entry = json.loads(path.read_text())
+    damage(entry)
+    path.write_text(json.dumps(entry))
+    with caplog.at_level("WARNING"):
+        second = _prepare(tmp_path, f"{small_models}:scaled")
+    assert not second.calibration.cache_hit
+    assert any(
+        "unreadable" in r.getMessage() and "recalibrating" in r.getMessage() for r in caplog.records
+    )
+    assert second.ranges == first.ranges
+    assert _prepare(tmp_path, f"{small_models}:scaled").calibration.cache_hit  # rewritten whole
+
+
+def test_a_cache_that_cannot_be_written_is_warned_about(tmp_path, small_models, caplog):
+    """A folder where the cache entry's file would go: the run goes on with a warning (it
+    had crashed with IsADirectoryError)."""
+    first = _prepare(tmp_path, f"{small_models}:scaled")
+    (path,) = (tmp_path / "cal").glob("*.json")
+    path.unlink()
+    path.mkdir()
+    with caplog.at_level("WARNING"):
+        second = _prepare(tmp_path, f"{small_models}:scaled")
+    assert second.ranges == first.ranges
+    assert any("not written" in r.getMessage() for r in caplog.records)

@@ -1,8 +1,11 @@
 """Comparison metrics carry the counts behind every fraction (issue 8: ``87.6 % (629/718)``)."""
 
-import numpy as np
+import math
 
-from qbench.measure.metrics import accuracy_metrics, compare_logits
+import numpy as np
+import pytest
+
+from qbench.measure.metrics import accuracy_metrics, compare_logits, mean_row_cosine
 
 
 def _logits(order_per_row, classes=7):
@@ -54,3 +57,14 @@ def test_a_real_runs_fractions_are_their_counts_over_their_totals(tiny_run):
             assert metrics[key] == metrics[f"{key}_count"] / metrics[f"{key}_total"]
             checked += 1
     assert checked >= 5  # PyTorch's accuracy, TVM's agreement and accuracy
+
+
+@pytest.mark.parametrize("size", [1.0, 1e-8, 1e-160, 1e150])
+def test_cosine_does_not_depend_on_the_logits_size(size):
+    """[1, 2, 3] against [1, 2, 3.3]: cosine 14.9 / sqrt(14 x 15.89) by hand, at any size
+    of the logits (1e-8 logits had given 6.7e-22 through a 1e-30 floor on the norms)."""
+    expected = 14.9 / math.sqrt(14 * 15.89)
+    m = compare_logits(np.array([[1.0, 2.0, 3.0]]) * size, np.array([[1.0, 2.0, 3.3]]) * size)
+    assert mean_row_cosine([[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.3]]) == pytest.approx(expected)
+    centred = compare_logits(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 2.0, 3.3]]))["cosine"]
+    assert m["cosine"] == pytest.approx(centred, rel=1e-12)

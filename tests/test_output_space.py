@@ -210,7 +210,7 @@ def test_c28_the_report_names_the_output_and_the_space_it_was_judged_in(c28, end
 def test_c28_the_report_names_sigmoid_outputs_and_their_log_odds(c28):
     """C28: a sigmoid per class is named as such, and report.md says the log-odds judged."""
     (line,) = [x for x in c28["sigmoid"].markdown.splitlines() if x.startswith("- output: ")]
-    assert line.startswith("- output: independent probabilities (each value in (0, 1], ")
+    assert line.startswith("- output: independent probabilities (the model ends in a sigmoid ")
     assert "judged on log-odds (log(p / (1 - p)) of each value p" in line
 
 
@@ -254,14 +254,10 @@ KINDS = [
     ([[math.log(0.5), math.log(0.5)], [math.log(0.9), math.log(0.1)]], LOG_PROBABILITIES),
     ([[0.0, -60.0, -70.0]], LOG_PROBABILITIES),  # logsumexp 8.8e-27
     ([[60.0, 30.0, 10.0], [0.0, 100.0, 0.0]], PERCENTAGES),
-    ([[0.6, 0.3, 0.09]], SIGMOIDS),  # sums to 0.99: no distribution, each value in (0, 1]
-    ([[0.9, 0.8, 1.0], [0.1, 0.2, 1e-30]], SIGMOIDS),  # saturated at 1; nearly 0, not 0
-    ([[0.0, 0.3, 0.2]], LOGITS),  # an exact 0: a ReLU or a hard sigmoid, not a sigmoid
-    ([[0.5, 1.2]], LOGITS),  # above 1
+    ([[0.6, 0.3, 0.09]], LOGITS),  # near but not: sums to 0.99 (a sigmoid only by its op)
     ([[50.0, 40.0, 9.0]], LOGITS),  # sums to 99: neither 1 nor 100
     ([[1.2, -0.2]], LOGITS),  # sums to 1 with a negative value
-    ([[0.7, 0.2, 0.1], [0.7, 0.2, 0.2]], SIGMOIDS),  # a row sums to 1.1: no distribution
-    ([[0.7, 0.2, 0.1], [0.7, -0.2, 0.2]], LOGITS),  # a negative value, and a row sums to 0.7
+    ([[0.7, 0.2, 0.1], [0.7, 0.2, 0.2]], LOGITS),  # one row sums to 1.1: not every row
     ([[math.log(0.5), math.log(0.5) - 0.01]], LOGITS),  # logsumexp -0.005
     ([[np.nan, 0.5]], LOGITS),  # not finite: no distribution
     ([[1.0], [1.0]], SINGLE),  # K = 1, though it sums to 1
@@ -275,6 +271,23 @@ def test_c28_output_kinds_of_hand_made_arrays(rows, kind):
     give them."""
     assert output_kind(np.array(rows, np.float32)) == kind
     assert output_kind(np.array(rows)) == kind
+
+
+SIGMOID_ROWS = [  # rows of a model that ends in relax.sigmoid, and the kind each is by hand
+    ([[0.6, 0.3, 0.09]], SIGMOIDS),  # sums to 0.99: no distribution
+    ([[0.9, 0.8, 1.0], [0.0, 0.2, 1e-30]], SIGMOIDS),  # saturated at 1 and at 0
+    ([[0.7, 0.2, 0.1]], PROBABILITIES),  # sums to 1: a distribution, whatever computed it
+]
+
+
+@pytest.mark.parametrize("rows, kind", SIGMOID_ROWS)
+def test_sigmoids_are_told_by_the_op_that_computes_the_output(rows, kind):
+    """A sigmoid per class is told by the model's last op (``graph.output_op``), not by
+    values in (0, 1], which logits of a model with small weights also have: the same rows
+    are logits when the model ends in anything else."""
+    assert output_kind(np.array(rows, np.float32), "relax.sigmoid") == kind
+    other = output_kind(np.array(rows, np.float32), "relax.add")
+    assert other == (PROBABILITIES if kind == PROBABILITIES else LOGITS)
 
 
 def _outputs(seed, n=12, k=10):
@@ -364,7 +377,7 @@ def test_c28_sigmoid_outputs_are_judged_on_their_log_odds_by_numpy():
     z, out = _outputs(0)
     r, o = z.astype(np.float64), out.astype(np.float64)
     sig = [(1 / (1 + np.exp(-t))).astype(np.float32) for t in (r, o)]
-    m = compare_logits(*sig)
+    m = compare_logits(*sig, kind=SIGMOIDS)
     assert m["judged_space"] == LOG_ODDS
     noise = ((r - o) ** 2).sum()
     assert m["sqnr_db"] == pytest.approx(10 * np.log10((r**2).sum() / noise), rel=1e-5)
@@ -373,7 +386,10 @@ def test_c28_sigmoid_outputs_are_judged_on_their_log_odds_by_numpy():
     assert m["cosine"] == pytest.approx(cosine, rel=1e-6)
     base = compare_logits(z, out)
     assert m["top1_agreement"] == base["top1_agreement"]
-    margins = [[f["margin"] for f in per_image(a, b)["flips"]] for a, b in ((z, out), sig)]
+    margins = [
+        [f["margin"] for f in per_image(a, b, kind=kind)["flips"]]
+        for a, b, kind in ((z, out, LOGITS), (*sig, SIGMOIDS))
+    ]
     assert margins[0] and margins[1] == pytest.approx(margins[0], abs=1e-5)
     pct = [(100 * np.exp(_log_softmax(t).astype(np.float64))).astype(np.float32) for t in (z, out)]
     assert compare_logits(*pct)["sqnr_db"] == pytest.approx(base["sqnr_db"], rel=1e-5)

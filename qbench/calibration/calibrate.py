@@ -22,8 +22,9 @@ from ..core.schema import need
 from .collectors import Range, make_collector
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 6  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped;
-# 6: no clipping counted in the top bin when the range reaches the largest value
+CACHE_VERSION = 7  # 3: residual outputs (graph.ResidualOutput); 4: pool inputs; 5: clipped;
+# 6: no clipping counted in the top bin when the range reaches the largest value; 7: entries
+# carry the checksum of their ranges (``load_cached``)
 
 
 @dataclass(frozen=True)
@@ -80,28 +81,62 @@ def cache_key(**parts):
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def load_cached(cache_dir, key):
-    """Ranges by layer name from the cache, or None on a miss or an unreadable entry."""
+def load_cached(cache_dir, key, names):
+    """Ranges by layer name from the cache, or None on a miss or an entry that fails its
+    checks: its checksum (``sha256`` of the ranges' canonical JSON: a hand edit or a damaged
+    file), its key, a range for every name of ``names`` (``range_names``), each finite and
+    ordered (lo <= hi). A failed entry is recalibrated, with a warning saying why."""
     path = Path(cache_dir) / f"{key}.json"
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text())
+        if data.get("sha256") != _checksum(data["ranges"]):
+            raise ValueError("its checksum does not match its ranges")
+        if data["meta"].get("cache_key") != key:
+            raise ValueError(f"written for key {data['meta'].get('cache_key')}")
         ranges = {name: Range(**r) for name, r in data["ranges"].items()}
-        if not all(math.isfinite(v) for r in ranges.values() for v in (r.lo, r.hi)):
-            raise ValueError("non-finite range")
+        missing = [n for n in names if n not in ranges]
+        if missing:
+            raise ValueError(f"no range for {', '.join(missing[:3])}")
+        if not all(
+            math.isfinite(r.lo) and math.isfinite(r.hi) and r.lo <= r.hi for r in ranges.values()
+        ):
+            raise ValueError("a range is not finite or not ordered")
         return ranges
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         log.warning("calibration cache %s unreadable (%s); recalibrating", path, e)
         return None
 
 
 def save_cached(cache_dir, key, ranges, meta):
-    """Write ranges and their provenance to the cache atomically."""
-    write_json(
-        Path(cache_dir) / f"{key}.json",
-        {"meta": meta, "ranges": {n: r.to_dict() for n, r in ranges.items()}},
-    )
+    """Write ranges, their provenance and their checksum to the cache atomically; a cache
+    that cannot be written is warned about and the run goes on."""
+    path = Path(cache_dir) / f"{key}.json"
+    payload = {n: r.to_dict() for n, r in ranges.items()}
+    try:
+        write_json(path, {"meta": meta, "ranges": payload, "sha256": _checksum(payload)})
+    except OSError as e:
+        log.warning("calibration cache %s not written (%s); the run goes on", path, e)
+
+
+def _checksum(ranges):
+    """sha256 hex of the canonical JSON (sorted keys, no spaces) of a cache's ranges."""
+    text = json.dumps(ranges, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def range_names(mod, layers):
+    """The names ``calibrate_module`` gives ranges under: each layer's, each residual
+    output's and each pooled input's (see there)."""
+    from ..model.graph import GlobalPool, ResidualOutput, global_pools, residual_outputs
+
+    names = [layer.name for layer in layers]
+    names += [ResidualOutput.range_name(names[r.layer]) for r in residual_outputs(mod)]
+    names += [
+        GlobalPool.range_name(names[p.layer]) for p in global_pools(mod) if p.layer is not None
+    ]
+    return names
 
 
 def calibrate_module(observer, mod, layers, batches, mode, params, total=None):
@@ -125,13 +160,7 @@ def calibrate_module(observer, mod, layers, batches, mode, params, total=None):
         residual output of a layer, and by ``GlobalPool.range_name(layer name)`` for the
         input of the global average pool a layer reads.
     """
-    from ..model.graph import GlobalPool, ResidualOutput, global_pools, residual_outputs
-
-    names = [layer.name for layer in layers]
-    names += [ResidualOutput.range_name(names[r.layer]) for r in residual_outputs(mod)]
-    names += [
-        GlobalPool.range_name(names[p.layer]) for p in global_pools(mod) if p.layer is not None
-    ]
+    names = range_names(mod, layers)
     return collect_ranges(observer, batches, names, mode, params, total)
 
 

@@ -78,7 +78,7 @@ class Diagnosis:
         return [name for name, _ in sorted(self.layers.items(), key=gain, reverse=True)]
 
 
-def diagnose(model, fakes, batches, sensitivity=True):
+def diagnose(model, fakes, batches, sensitivity=True, ends_in=None):
     """Measure every quantized layer on ``batches``.
 
     Args:
@@ -86,6 +86,8 @@ def diagnose(model, fakes, batches, sensitivity=True):
         fakes: its ``fakequant.FakeLayer`` list.
         batches: list of float32 tensors (N, C, H, W), preprocessed images.
         sensitivity: also run the model once per layer with that layer kept FP32.
+        ends_in: the op computing the model's output (``model.graph.output_op``), which
+            tells sigmoids apart (``measure.metrics.output_kind``).
 
     Returns:
         ``Diagnosis``.
@@ -108,13 +110,13 @@ def diagnose(model, fakes, batches, sensitivity=True):
                 out = run(x)
                 for f in fakes:
                     stats[f.name].accumulated.add(fp32[f.name][1], seen[f.name][1])
-            logits.add(*_judged(ref, out))
+            logits.add(*_judged(ref, out, ends_in))
             agree += _agree(ref, out)
             images += len(x)
             bar.update(2)
             for f in fakes if sensitivity else ():
                 out = _logits(model, x, fakes, every - {f.index})
-                stats[f.name].sensitivity.add(*_judged(ref, out))
+                stats[f.name].sensitivity.add(*_judged(ref, out, ends_in))
                 stats[f.name].agree += _agree(ref, out)
                 bar.update(1)
     bar.close()
@@ -147,12 +149,12 @@ def _logits(model, x, fakes, active):
         return run(x)
 
 
-def _judged(ref, out):
+def _judged(ref, out, ends_in):
     """The model outputs ``ref`` and ``out`` (N, K) in the space the run's error is judged in
     (``measure.metrics.judged``: centred logits, whether the model ends in logits,
     probabilities, percentages or log-probabilities; a sigmoid's log-odds), so that the
     logits SQNR here is the report's."""
-    kind = output_kind(ref.detach().double().numpy())
+    kind = output_kind(ref.detach().double().numpy(), ends_in)
     return [torch.from_numpy(judged(t.detach().double().numpy(), kind)) for t in (ref, out)]
 
 
@@ -196,7 +198,9 @@ class Fallback:
     stop: str
 
 
-def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MIN_GAIN_DB):
+def fallback(
+    model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MIN_GAIN_DB, ends_in=None
+):
     """Keep layers in FP32, most sensitive first, while each buys a measurable gain, until
     the top-1 agreement with FP32 on ``batches`` (the held-out images) reaches ``target``.
 
@@ -219,6 +223,7 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
             step: the build with the chosen layers in FP32 rounds its own, so its agreement
             can differ from the last step's by near-tie images.
         min_gain_db: dB >= 0; 0 keeps adding layers until the target holds.
+        ends_in: as ``diagnose``.
 
     Returns:
         ``Fallback``.
@@ -234,7 +239,7 @@ def fallback(model, fakes, batches, ranking, target, bias_x=None, min_gain_db=MI
         active = every - {by_name[n].index for n in trial}
         if bias_x is not None:
             bias_shifts(model, fakes, bias_x, active)
-        step = Step(layer, *_score(model, fakes, batches, refs, active))
+        step = Step(layer, *_score(model, fakes, batches, refs, active, ends_in))
         _say_step(n, step, len(ranking), time.perf_counter() - started)
         if steps and _gain(step, steps[-1]) < min_gain_db:
             gain = _gain(step, steps[-1])
@@ -278,13 +283,13 @@ def _gain(step, before):
     return step.sqnr_db - before.sqnr_db
 
 
-def _score(model, fakes, batches, refs, active):
+def _score(model, fakes, batches, refs, active, ends_in):
     """(top-1 matches, images, logits SQNR dB or inf) of the model with ``active`` INT8."""
     energy, agree = Energy(), 0
     with torch.no_grad():
         for x, ref in zip(batches, refs, strict=True):
             out = _logits(model, x, fakes, active)
-            energy.add(*_judged(ref, out))
+            energy.add(*_judged(ref, out, ends_in))
             agree += _agree(ref, out)
     return agree, sum(len(x) for x in batches), energy.sqnr_db
 

@@ -12,7 +12,7 @@ from .analysis import MIN_GAIN_DB, as_rows, diagnose, fallback
 from .plots import histogram_png, input_histograms
 
 
-def diagnosis_report(model, fakes, batches, calibration, quant, ranked):
+def diagnosis_report(model, fakes, batches, calibration, quant, ranked, ends_in=None):
     """Diagnose every INT8 layer on the calibration images (``analysis.diagnose``).
 
     Args:
@@ -21,12 +21,13 @@ def diagnosis_report(model, fakes, batches, calibration, quant, ranked):
         batches: the calibration images as ``analysis.to_batches`` gives them.
         calibration: the run's ``CalibrationInfo``; quant: the ``QuantConfig`` as built.
         ranked: the output ranks classes (K > 1): a single logit has no top-1 agreement.
+        ends_in: the op computing the output (``model.graph.output_op``).
     Returns:
         the ``report.diagnosis.DiagnosisReport``, without ``fallback``, ``plots`` and
         ``wall_s`` (``pipeline.diagnose`` adds them).
     """
     with stage("diagnose") as st:
-        diagnosis = diagnose(model.module, fakes, batches)
+        diagnosis = diagnose(model.module, fakes, batches, ends_in=ends_in)
         st.note = f"{len(fakes)} INT8 layers on {diagnosis.images} calibration images"
     return DiagnosisReport(
         model=model.name,
@@ -41,11 +42,12 @@ def diagnosis_report(model, fakes, batches, calibration, quant, ranked):
     )
 
 
-def fallback_search(module, fakes, held_out, ranking, accuracy_target, bias_x):
+def fallback_search(module, fakes, held_out, ranking, accuracy_target, bias_x, ends_in=None):
     """The FP32 fallback (``analysis.fallback``) judged on the ``held_out`` batches
-    (``analysis.to_batches``): an ``analysis.Fallback``."""
+    (``analysis.to_batches``): an ``analysis.Fallback``; ``ends_in``: as
+    ``diagnosis_report``."""
     with stage("FP32 fallback") as st:
-        fb = fallback(module, fakes, held_out, ranking, accuracy_target, bias_x)
+        fb = fallback(module, fakes, held_out, ranking, accuracy_target, bias_x, ends_in=ends_in)
         st.note = f"{plural(len(fb.kept), 'layer')} kept in FP32 ({fb.stop})"
     return fb
 

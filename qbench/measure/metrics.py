@@ -11,11 +11,12 @@ NEAR_TIE_MARGIN = 0.05  # softmax top-1 minus top-2 of PyTorch FP32; see ``flip_
 
 # What a model's (N, K) output is (``output_kind``), and the space its error is judged in
 # (``judged_space``): a distribution over K >= 2 classes (logits, probabilities, percentages,
-# log-probabilities) is judged as centred logits; independent per-class probabilities
-# (sigmoids) as their log-odds (``judged``).
+# log-probabilities) is judged as centred logits; independent per-class probabilities (a
+# model ending in a sigmoid) as their log-odds (``judged``).
 LOGITS, PROBABILITIES, LOG_PROBABILITIES = "logits", "probabilities", "log-probabilities"
 PERCENTAGES = "percentages"  # probabilities x 100: rows that sum to 100
-SIGMOIDS = "independent probabilities"  # each value in (0, 1], rows not a distribution
+SIGMOIDS = "independent probabilities"  # a sigmoid per class: rows not a distribution
+SIGMOID_OP = "relax.sigmoid"  # the Relax op of a model that ends in a sigmoid
 SINGLE = "single value"  # K = 1: no distribution over classes
 CENTRED, LOG_ODDS, AS_IS = "centred logits", "log-odds", "as is"
 # A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
@@ -31,17 +32,17 @@ SIGMOID_EPS = 2.0**-24
 ROW_SUMS = {PROBABILITIES: 1.0, PERCENTAGES: 100.0}
 
 
-def output_kind(ref):
-    """What the reference output ``ref`` (N, K) holds, by its values alone.
+def output_kind(ref, ends_in=None):
+    """What the reference output ``ref`` (N, K) holds, by its values and the op that
+    computes it (``ends_in``: ``model.graph.output_op``, e.g. ``relax.sigmoid``).
 
     ``probabilities`` (``percentages``): K >= 2, every value >= -``NEGATIVE_TOLERANCE`` and
     every row sums to 1 (100) within ``ROW_TOLERANCE`` relative; ``log-probabilities``:
     K >= 2 and every row's logsumexp is 0 within ``ROW_TOLERANCE``; ``independent
-    probabilities``: K >= 2, not a distribution, every value in (0, 1] (a model ending in
-    a sigmoid per class: a sigmoid of a float32 reaches 0 only below -88, while a ReLU or a
-    hard sigmoid gives exact zeros, and stays logits); ``single value``: K = 1; otherwise
-    ``logits`` (also when ``ref`` holds NaN or infinity: such a reference is no
-    distribution).
+    probabilities``: K >= 2, no distribution, the model ends in a sigmoid (``ends_in``
+    ``SIGMOID_OP``) and every value lies in [0, 1] (values alone cannot tell sigmoids from
+    logits that happen to lie in (0, 1]); ``single value``: K = 1; otherwise ``logits``
+    (also when ``ref`` holds NaN or infinity: such a reference is no distribution).
     """
     z = np.asarray(ref, np.float64)
     if z.ndim != 2 or z.shape[1] < 2:
@@ -53,7 +54,7 @@ def output_kind(ref):
             return kind
     if np.all(np.abs(logsumexp(z)) <= ROW_TOLERANCE):
         return LOG_PROBABILITIES
-    if z.min() > 0 and z.max() <= 1:
+    if ends_in == SIGMOID_OP and z.min() >= 0 and z.max() <= 1:
         return SIGMOIDS
     return LOGITS
 
@@ -159,15 +160,27 @@ def accuracy(logits, labels, k):
 
 def mean_row_cosine(ref, out):
     """The mean over rows (images) of each row's cosine similarity of ``out`` and ``ref``,
-    float in [-1, 1]; a row where either is all zero counts as 1.0. (``diagnose.energy``'s
+    float in [-1, 1], whatever the logits' magnitude (each row is scaled to unit length
+    first); a row where either is all zero counts as 1.0. (``diagnose.energy``'s
     ``Energy.cosine`` is one cosine of all values flattened instead.)
 
     Args:
         ref, out: logits (N, K), float.
     """
-    num = (ref * out).sum(1)
-    den = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
-    return float(np.mean(np.where(den > 0, num / np.maximum(den, 1e-30), 1.0)))
+    a, b = _unit_rows(ref), _unit_rows(out)
+    both = a.any(1) & b.any(1)
+    return float(np.mean(np.where(both, (a * b).sum(1), 1.0)))
+
+
+def _unit_rows(x):
+    """Each row of ``x`` (N, K) scaled to unit length, float64; an all-zero row stays zero.
+    Rows are first divided by their largest magnitude, so that logits of any size (1e-160:
+    their squares would underflow) give the same direction."""
+    x = np.asarray(x, np.float64)
+    top = np.abs(x).max(1, keepdims=True)
+    x = np.divide(x, top, out=np.zeros_like(x), where=top > 0)
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
 
 
 def sqnr_db_or_none(ref, out):

@@ -393,6 +393,25 @@ def observer_module(mod):
     return tvm.IRModule({"main": relax.Function(func.params, body, attrs=func.attrs)})
 
 
+SHAPE_OPS = {"relax.reshape", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
+
+
+def output_op(mod):
+    """The Relax op that computes ``main``'s output (``relax.sigmoid``, ``relax.nn.softmax``,
+    ...), looking through ops that only reshape it, or None when the output is no call of
+    the dataflow block. What a model's values are (``measure.metrics.output_kind``) cannot
+    always be told from the values: logits that happen to lie in (0, 1] are no sigmoids."""
+    from tvm import relax
+
+    var2val = {b.var: b.value for b in main_block(mod).bindings}
+    value = var2val.get(mod["main"].body.body)
+    while isinstance(value, relax.Var) or (
+        isinstance(value, relax.Call) and getattr(value.op, "name", None) in SHAPE_OPS
+    ):
+        value = var2val.get(value if isinstance(value, relax.Var) else value.args[0])
+    return value.op.name if isinstance(value, relax.Call) and hasattr(value.op, "name") else None
+
+
 def op_counts(mod):
     """Count of each Relax operator called in ``main``, by op name (e.g. ``relax.astype``)."""
     from collections import Counter

@@ -9,7 +9,7 @@ from ..core.words import plural
 from ..diagnose.analysis import to_batches
 from ..diagnose.run import diagnosis_report, fallback_record, fallback_search, plots
 from ..measure.metrics import latency_stats
-from ..model import frontend
+from ..model import frontend, graph
 from ..quantize.fakequant import fake_layers
 from ..quantize.plan import make_plans
 from ..quantize.refine import calib_images
@@ -50,11 +50,12 @@ def diagnosed_report(p, accuracy_target=None, with_plots=True):
     fakes = fake_layers(model.module, p.layers, p.plans)
     batches = to_batches(p.images, p.split.calib, model.preprocess, n)
     ranked = frontend.num_classes(p.imported.mod) > 1
-    report = diagnosis_report(model, fakes, batches, p.calibration, p.quant, ranked)
+    ends_in = graph.output_op(p.imported.mod)
+    report = diagnosis_report(model, fakes, batches, p.calibration, p.quant, ranked, ends_in)
     if accuracy_target is not None:
         held_out = to_batches(p.images, p.holdout, model.preprocess, n)
         fb = fallback_search(
-            model.module, fakes, held_out, report.ranking, accuracy_target, _bias_x(p)
+            model.module, fakes, held_out, report.ranking, accuracy_target, _bias_x(p), ends_in
         )
         record = _with_latency(p, fallback_record(fb, accuracy_target, len(p.holdout)))
         report = replace(report, fallback=record)

@@ -20,7 +20,7 @@ from ..measure.metrics import (
 )
 from ..measure.results import Latency, RunnerResult
 from ..measure.runners import TorchRunner
-from ..model import frontend
+from ..model import frontend, graph
 from ..signoff.checks import signoff
 from .builds import timed, tvm_runner
 from .diagnose import diagnosed
@@ -66,7 +66,8 @@ def run(opts, attachments=None):
         st.note = timing.rounds(measured.protocol)
     latency = measured.samples_ms
     keys = [p.images.keys[i] for i in p.split.eval] if p.images.keys else None
-    results = _results(runners, logits, labels, latency, opts.limits.near_tie_margin, keys)
+    kind = output_kind(logits["pytorch_fp32"], graph.output_op(p.imported.mod))
+    results = _results(runners, logits, labels, latency, opts.limits.near_tie_margin, kind, keys)
     speeds = speed.speed(latency)
     quantized = sum(plan.quantized for plan in p.plans)
     classes = frontend.num_classes(p.imported.mod)
@@ -141,15 +142,14 @@ def _evaluate(runners, images, indices, model, batch_size):
     return logits, (np.concatenate(labels) if labels else None)
 
 
-def _results(runners, logits, labels, latency, margin, keys=None):
+def _results(runners, logits, labels, latency, margin, kind, keys=None):
     """{runner name: ``RunnerResult``}: latency, metrics against PyTorch FP32's logits
     (``ref``) and per-image outcomes, flips split at the near-tie ``margin`` and named by
     the evaluated images' ``keys`` (their files), where the data has them. PyTorch FP32's
-    metrics name what its output is (``output_kind``: logits, probabilities,
+    metrics name what its output is (``kind``, ``output_kind``: logits, probabilities,
     percentages, log-probabilities, independent probabilities, a single value); the
     others' say the space their error was judged in (``judged_space``)."""
     ref = logits["pytorch_fp32"]
-    kind = output_kind(ref)
     results = {}
     for r in runners:
         if r.name == "pytorch_fp32":

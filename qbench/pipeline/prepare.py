@@ -12,6 +12,7 @@ from ..calibration.calibrate import (
     cache_key,
     calibrate_module,
     load_cached,
+    range_names,
     save_cached,
 )
 from ..compile import build, targets, tuning
@@ -272,7 +273,7 @@ def _calibrate(p):
         batch_size=opts.batch_size,
         preprocess=asdict(model.preprocess),
     )
-    ranges = load_cached(opts.cache_dir, key)
+    ranges = load_cached(opts.cache_dir, key, range_names(mod, layers))
     info = CalibrationInfo(
         cache_key=key,
         cache_dir=str(opts.cache_dir),

@@ -125,7 +125,7 @@ OUTPUT_WORDS = {  # metrics.output_kind: what it means
     PROBABILITIES: "probabilities (non-negative rows that sum to 1)",
     PERCENTAGES: "percentages (non-negative rows that sum to 100)",
     LOG_PROBABILITIES: "log-probabilities (rows whose logsumexp is 0)",
-    SIGMOIDS: "independent probabilities (each value in (0, 1], a sigmoid per class)",
+    SIGMOIDS: "independent probabilities (the model ends in a sigmoid per class)",
     SINGLE: "a single value per image",
 }
 JUDGED_VALUES = {  # metrics.output_kind: what the judged space is made of
