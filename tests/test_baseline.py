@@ -83,6 +83,17 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
     }
 
 
+FAILED_CHECK = {  # a failed sign-off check, for a FAIL verdict: it must have one
+    "name": "INT8 logits SQNR", "value": 12.2, "op": ">=", "limit": 17.0, "passed": False,
+    "unit": "dB",
+}  # fmt: skip
+
+
+def _failed(report):
+    """``report`` with the sign-off FAIL, its SQNR check failed."""
+    return report | {"signoff": {"verdict": "FAIL", "shown": True, "checks": [FAILED_CHECK]}}
+
+
 def _write(tmp_path, name, report):
     folder = tmp_path / name
     folder.mkdir(exist_ok=True)  # a later compare may rewrite "new"
@@ -242,8 +253,9 @@ def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys,
     assert str(path) in err and (damage == "truncated" or "tvm_int8.latency_samples_ms" in err)
     _saved(tmp_path, _fixture(created="2026-11-29T10:00:00+00:00"), "older")
     store = str(tmp_path / "store")
-    assert main(["baseline", "save", str(tmp_path / "base"), "--store", store]) == 0  # same name
-    assert "already stored" in capsys.readouterr().out
+    # saved again under that name: the damage is named (it had said "already stored")
+    assert main(["baseline", "save", str(tmp_path / "base"), "--store", store]) == 2
+    assert str(path) in capsys.readouterr().err
     assert path.read_bytes() == damaged
 
 
@@ -306,6 +318,9 @@ def test_a_tiny_run_records_definition_commit_and_per_image(tmp_path, tiny_run):
     assert digest == hashlib.sha256(canonical.encode()).hexdigest()
     assert definition["quant"]["calib_mode"] == "percentile" and definition["batch_size"] == 1
     assert set(definition) >= {"weights_digest", "data_digest", "target", "qbench", "tvm"}
+    assert (
+        definition["graph_digest"].startswith(definition["tvm"]) and "labels_digest" in definition
+    )
     assert definition["timing"] == "settled blocks v1"
     timed = report["environment"]["timing"]
     samples = {len(r["latency_samples_ms"]) for r in report["results"].values()}
@@ -388,3 +403,42 @@ def test_a_report_names_the_commit_of_the_checkout_it_ran_from():
     repo = Path(__file__).resolve().parents[1]
     if (repo / ".git").exists() and Path(qbench.__file__).resolve().parent == repo / "qbench":
         assert len(expected.removesuffix("-dirty")) == 40  # this suite runs from a checkout
+
+
+TWO_FORWARDS = """
+import torch
+from torch import nn
+
+def _net(act):
+    torch.manual_seed(3)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), act, nn.Flatten(), nn.Linear(4 * 30 * 30, 5)).eval()
+
+def relu():
+    return _net(nn.ReLU()), (3, 32, 32)
+
+def tanh():
+    return _net(nn.Tanh()), (3, 32, 32)
+"""
+
+
+def test_the_definition_holds_the_graph_and_the_labels(tmp_path, capsys):
+    """Two models with the same weights and another forward (ReLU, Tanh), and the same
+    photos under other labels, are other definitions (compare had judged them against each
+    other's baselines); the labels' digest is the sha256 of the evaluated labels' JSON."""
+    from fieldcases import cli_run, labels_csv, photos, run_report
+
+    from qbench.measure.provenance import labels_digest
+
+    (tmp_path / "m.py").write_text(TWO_FORWARDS)
+    names = photos(tmp_path / "d", 4)
+    found = {}
+    for case, model, labels in (("a", "relu", 1), ("b", "tanh", 1), ("c", "relu", 2)):
+        labels_csv(tmp_path / "d", [(n, labels) for n in names])
+        args = ["--model", f"{tmp_path / 'm.py'}:{model}", "--data", str(tmp_path / "d")]
+        assert cli_run(tmp_path / case, *args) in (0, 1), capsys.readouterr().err
+        found[case] = run_report(tmp_path / case)["definition"]
+    a, b, c = found["a"], found["b"], found["c"]
+    assert a["weights_digest"] == b["weights_digest"] and a["graph_digest"] != b["graph_digest"]
+    assert a["data_digest"] == c["data_digest"] and a["labels_digest"] != c["labels_digest"]
+    assert a["labels_digest"] == hashlib.sha256(b"[1, 1]").hexdigest() == labels_digest([1, 1])
+    assert len({d["digest"] for d in found.values()}) == 3

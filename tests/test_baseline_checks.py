@@ -5,7 +5,16 @@ import json
 import re
 
 import pytest
-from test_baseline import LATER, _compare, _fixture, _saved, _stored, _write
+from test_baseline import (
+    FAILED_CHECK,
+    LATER,
+    _compare,
+    _failed,
+    _fixture,
+    _saved,
+    _stored,
+    _write,
+)
 
 from qbench.baseline.history import labels
 from qbench.cli.main import main
@@ -38,6 +47,15 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
     "schema_version": (99, "schema_version 99 is not one this qbench reads; supported: 2"),
     "speed.ratios.tvm_int8/tvm_fp32.ratio": (0, "speed.ratios.tvm_int8/tvm_fp32.ratio: expected"),
     "speed.noisy": ("yes", "speed.noisy: expected true or false"),
+    "results.tvm_int8.metrics.top1_agreement_count": (  # the fixture's outcomes hold 38 ones
+        20,
+        "per_image.top1_match: expected 20 ones (top1_agreement_count), got 38",
+    ),
+    "signoff.checks": (  # a FAIL edited to PASS
+        [FAILED_CHECK],
+        "signoff.verdict: expected the verdict its checks give, got PASS with failed checks "
+        "(INT8 logits SQNR)",
+    ),
 }
 
 
@@ -131,8 +149,7 @@ def test_the_newest_baseline_with_the_reports_digest_is_chosen(tmp_path, capsys)
 
 
 def test_a_baseline_that_failed_its_signoff_is_noted(tmp_path, capsys):
-    failed = _fixture()
-    failed["signoff"]["verdict"] = "FAIL"
+    failed = _failed(_fixture())
     folder = _write(tmp_path, "base", failed)
     store = str(tmp_path / "store")
     assert main(["baseline", "save", str(folder), "--store", store, "--accept-fail"]) == 0
@@ -191,8 +208,7 @@ def _stored_tiny(tmp_path):
 
 
 def test_save_refuses_a_fail_verdict_unless_accepted(tmp_path, capsys):
-    report = _fixture()
-    report["signoff"]["verdict"] = "FAIL"
+    report = _failed(_fixture())
     folder = _write(tmp_path, "rep", report)
     store = tmp_path / "store"
     assert main(["baseline", "save", str(folder), "--store", str(store)]) == 2
@@ -217,3 +233,73 @@ def test_history_labels_of_runs_in_one_minute_differ():
         "2026-11-30 11:00:00 #2",
         "2026-11-30 11:00:59",
     ]
+
+
+def _check(name, value, limit, passed, unit):
+    return {
+        "name": name,
+        "value": value,
+        "op": ">=",
+        "limit": limit,
+        "passed": passed,
+        "unit": unit,
+    }
+
+
+SQNR_OK = _check("INT8 logits SQNR", 61.3, 17.0, True, "dB")
+SPEED_OK = _check("INT8 speed-up over TVM FP32", 1.6, 1.0, True, "speed-up")
+
+
+@pytest.mark.parametrize(
+    "failed, regression",
+    [
+        (_check("INT8 logits SQNR", 12.2, 17.0, False, "dB"), True),
+        (_check("INT8 speed-up over TVM FP32", 0.8, 1.0, False, "speed-up"), False),
+    ],
+)
+def test_a_sign_off_check_the_baseline_passed_and_this_run_fails(
+    tmp_path, capsys, failed, regression
+):
+    """The baseline PASSed with SQNR 61.3 dB; this run FAILs its SQNR check at 12.2 dB with
+    the same top-1 outcomes: a regression, named (compare had said NO REGRESSION: SQNR has
+    no per-image test). A speed check failing is shown untested: the latency rows judge
+    speed, with their load control."""
+    base = _fixture() | {
+        "signoff": {"verdict": "PASS", "shown": True, "checks": [SQNR_OK, SPEED_OK]}
+    }
+    _saved(tmp_path, base)
+    checks = [failed if c["name"] == failed["name"] else c for c in (SQNR_OK, SPEED_OK)]
+    new = _fixture(created=LATER) | {
+        "signoff": {"verdict": "FAIL", "shown": True, "checks": checks}
+    }
+    assert _compare(tmp_path, new) == (1 if regression else 0)
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith(f"sign-off: {failed['name']}"))
+    assert f"{failed['value']} (failed)" in row and row.rstrip().endswith(
+        "regression" if regression else "-"
+    )
+    verdict = next(x for x in out.splitlines() if x.startswith("compare: "))
+    if regression:
+        assert "REGRESSION (exit 1): sign-off: INT8 logits SQNR; sign-off;" in verdict
+    else:
+        assert verdict.startswith("compare: NO REGRESSION")
+
+
+def test_another_run_of_the_same_second_is_not_dropped(tmp_path, capsys):
+    """Two runs of one definition started in the same second have one store file name: the
+    second is refused, naming the file (it had been dropped as "already stored", exit 0),
+    while saving the stored run again still says so; compare no longer calls the other run
+    "this report itself"."""
+    first = _fixture()
+    _saved(tmp_path, first)
+    second = _fixture(seed=1)  # other latencies, same created time and definition
+    folder = _write(tmp_path, "second", second)
+    store = str(tmp_path / "store")
+    assert main(["baseline", "save", str(folder), "--store", store]) == 2
+    assert "holds another run of the same definition created in the same second" in (
+        capsys.readouterr().err
+    )
+    assert main(["baseline", "save", str(tmp_path / "base"), "--store", store]) == 0
+    assert "already stored" in capsys.readouterr().out
+    assert main(["compare", str(folder), "--baseline", str(_stored(tmp_path))]) in (0, 1)
+    assert "this report itself" not in capsys.readouterr().out

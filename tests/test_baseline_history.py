@@ -5,7 +5,7 @@ and the speed-up read from the report's paired ratio."""
 import math
 import re
 
-from test_baseline import _fixture, _saved, _write
+from test_baseline import _failed, _fixture, _saved, _write
 
 from qbench.baseline import history
 from qbench.cli.main import main
@@ -21,8 +21,7 @@ def _stored_runs(tmp_path):
     """Three runs: 09:00 and 10:00 (percentile, the second NOISY and a FAIL stored with
     --accept-fail, 1 / 0.5 = 2x speed-up) and 11:00 (max; no speed recorded)."""
     _saved(tmp_path, _fixture(created="2026-11-30T09:00:00+00:00"), "b09")
-    failed = _fixture(created="2026-11-30T10:00:00+00:00")
-    failed["signoff"]["verdict"] = "FAIL"
+    failed = _failed(_fixture(created="2026-11-30T10:00:00+00:00"))
     failed["speed"]["noisy"] = True
     failed["speed"]["ratios"]["tvm_int8/tvm_fp32"]["ratio"] = 0.5
     folder = _write(tmp_path, "b10", failed)

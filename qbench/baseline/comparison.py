@@ -14,7 +14,9 @@ while TVM's absolute medians moved x1.21-1.25 with p < 0.01, every per-round rat
 Without that proof the absolute rows and the ratios to PyTorch say so instead of a verdict.
 Top-1 agreement and top-1 accuracy: exact counts and McNemar's exact test on the per-image
 outcomes (``stats.paired_change``). Top-5, SQNR, cosine and the speed-up are shown without a
-test (verdict ``-``): the report holds no per-image data for them. Two runs whose definition
+test (verdict ``-``): the report holds no per-image data for them; but a sign-off check of
+fidelity or accuracy that the baseline passed and this run fails is a regression, and so is
+a PASS that became a FAIL on such a check (``_signoff_rows``). Two runs whose definition
 digests differ are "not comparable" (asv), and the definition fields that differ are listed.
 Runs from different machines (CPU, architecture, threads: the store's machine key, which
 ``--baseline`` can cross) keep their accuracy verdicts, but no latency row is judged.
@@ -108,7 +110,7 @@ def compare(report, baseline, factor=1.10, alpha=0.01):
         said = "; ".join(map(_said, differences)) or "the digest only"
         reason = f"the run's definition differs (baseline -> this run): {said}"
         return not_comparable(reason, differences)
-    rows = _rows(report, baseline, factor, alpha)
+    rows = _rows(report, baseline, factor, alpha) + _signoff_rows(baseline, report)
     notes = _notes(report, baseline)
     other = machine(baseline)
     if other != machine(report):
@@ -136,11 +138,8 @@ def _notes(report, baseline):
             "note: the baseline FAILed its sign-off (a store keeps such a run only with "
             "--accept-fail): no regression against it does not make this run a PASS"
         )
-    if report.created == baseline.created and other == this:
-        notes.append(
-            "note: the baseline is this report itself (same created time and definition "
-            "digest): nothing can have changed"
-        )
+    if report == baseline:
+        notes.append("note: the baseline is this report itself: nothing can have changed")
     if other != this:
         notes.append(
             f"note: the baseline ran on another machine ({other}; this run: {this}): "
@@ -180,6 +179,40 @@ def _rows(report, baseline, factor, alpha):
         rows += [_shown_row(name, base.metrics, entry.metrics, m) for m in SHOWN]
     rows = [r for r in rows if r is not None]
     return [*rows, _speedup_row(baseline, report)]
+
+
+SPEED_UNITS = ("speed-up", "ms")  # sign-off checks of speed: the latency rows judge speed
+
+
+def _signoff_rows(baseline, report):
+    """A row per sign-off check the baseline passed and this run fails, and the verdicts'
+    row. A fidelity or accuracy check crossing its limit is a regression, with no test
+    needed: the limit is the team's own, and SQNR and cosine have no per-image test, so a
+    drop through their limits is caught here alone. A speed check's row is shown untested:
+    the latency rows judge speed, with their tests and load control."""
+    before = {c.name: c for c in baseline.signoff.checks}
+    rows, counted = [], False
+    for check in report.signoff.checks:
+        if check.passed is not False:
+            continue
+        speed = check.unit in SPEED_UNITS
+        counted = counted or not speed
+        old = before.get(check.name)
+        if old is None or old.passed is not True:
+            continue
+        verdict = UNTESTED if speed else stats.REGRESSION
+        words = _check_words(old), _check_words(check)
+        rows.append(_row(f"sign-off: {check.name}", "-", *words, verdict=verdict))
+    verdicts = baseline.signoff.verdict, report.signoff.verdict
+    worse = verdicts == ("PASS", "FAIL") and counted
+    rows.append(_row("sign-off", "-", *verdicts, verdict=stats.REGRESSION if worse else UNTESTED))
+    return rows
+
+
+def _check_words(check):
+    """A check's value and result, e.g. ``61.3 (ok)`` or ``None (failed)``."""
+    value = None if check.value is None else round(check.value, 4)
+    return f"{value} ({'ok' if check.passed else 'failed'})"
 
 
 def _row(metric, runner, baseline, new, change=None, p_value=None, verdict=UNTESTED):
@@ -345,11 +378,7 @@ def verdict_line(result):
     if not result["comparable"]:
         return "compare: NOT COMPARABLE (exit 4): see the reason above"
     rows = result["rows"]
-    worse = [
-        f"{r['metric']} of {RUNNER_TITLES.get(r['runner'], r['runner'])}"
-        for r in rows
-        if r["verdict"] == stats.REGRESSION
-    ]
+    worse = [_row_words(r) for r in rows if r["verdict"] == stats.REGRESSION]
     better = sum(r["verdict"] == stats.IMPROVEMENT for r in rows)
     untested = sum(
         r["verdict"] not in (stats.REGRESSION, stats.IMPROVEMENT, stats.SAME) for r in rows
@@ -358,6 +387,14 @@ def verdict_line(result):
     if worse:
         return f"compare: REGRESSION (exit 1): {'; '.join(worse)}; {counts}"
     return f"compare: NO REGRESSION (exit 0): {counts}"
+
+
+def _row_words(row):
+    """A row's metric and runner in words: ``top-1 agreement of TVM INT8``, or the metric
+    alone for a row of the whole run (runner ``-``: the sign-off's)."""
+    if row["runner"] == "-":
+        return row["metric"]
+    return f"{row['metric']} of {RUNNER_TITLES.get(row['runner'], row['runner'])}"
 
 
 def _text(value):

@@ -142,14 +142,16 @@ def save(report, store, source=None, accept_fail=False):
     ``accept_fail`` (then recorded as ``"accept_fail": true`` in the file).
 
     The file name comes from the report's ``created`` time and definition digest, so a
-    report saved before is not written again (nor is a damaged file of that name replaced),
-    also when an older qbench filed it in its layout's folder (``model_runs``).
+    report saved before is not written again, also when an older qbench filed it in its
+    layout's folder (``model_runs``); a damaged file of that name is named (exit 2), not
+    replaced, and so is a file holding another run of that second (``_same_run``).
 
     Returns:
         (the file, a ``Path``; True when written now, False when it was already there).
     Raises:
         UserError: the verdict is not PASS and not ``accept_fail``; ``store`` holds a newer
-            layout (``layout.check_store``).
+            layout (``layout.check_store``); the file of its name is damaged or holds
+            another run.
         OSError: the file cannot be written (e.g. ``store`` is a file).
     """
     layout.check_store(store)
@@ -162,11 +164,9 @@ def save(report, store, source=None, accept_fail=False):
     k = key(report)
     folder = Path(store) / k["machine"] / k["model"] / k["target"]
     path = folder / f"{stamp(report.created)}-{k['digest'][:12]}.json"
-    if path.exists():
-        return path, False
-    for stored in model_runs(store, report.definition["model"], k["machine"], k["target"]):
-        if stored.name == path.name:  # saved by an older qbench, in its layout's folder
-            return stored, False
+    for stored in [path, *model_runs(store, report.definition["model"], k["machine"], k["target"])]:
+        if stored.name == path.name and stored.exists():  # an older layout's folder too
+            return _same_run(stored, report, source), False
     entry = {
         "store_version": STORE_VERSION,
         "layout": LAYOUT,
@@ -179,6 +179,21 @@ def save(report, store, source=None, accept_fail=False):
     write_text(path, to_json(entry))
     layout.mark(store)
     return path, True
+
+
+def _same_run(stored, report, source):
+    """``stored``, the file of ``report``'s name, when it holds ``report`` itself.
+
+    Raises:
+        UserError: it holds another run of the same definition created in the same second
+            (two runs started at once): saving would drop this one without a word.
+    """
+    if load_entry(stored)["report"] == report:
+        return stored
+    raise UserError(
+        f"baseline save {source}: {stored} holds another run of the same definition created "
+        f"in the same second ({report.created}); rerun one of them to store it"
+    )
 
 
 def stamp(created):

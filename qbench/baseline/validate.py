@@ -45,9 +45,9 @@ def check_report(report, path, what):
             and samples positive finite ms, with samples of equal length across runners
             (they pair by timing round); metrics a non-empty dict, fractions in [0, 1] with
             counts within their totals, SQNR, cosine and the largest difference numbers;
-            per-image 0/1 lists as long as their metric's total; the speed ratios (when
-            ``speed`` is there) positive numbers and NOISY a bool; the sign-off verdict
-            PASS or FAIL.
+            per-image 0/1 lists as long as their metric's total, with as many ones as its
+            count; the speed ratios (when ``speed`` is there) positive numbers and NOISY a
+            bool; the sign-off verdict PASS or FAIL, and FAIL exactly when a check failed.
     """
 
     def fail(field, expected):
@@ -76,9 +76,22 @@ def check_report(report, path, what):
         )
     if report.get("speed") is not None:
         _check_speed(report["speed"], fail)
-    verdict = _get(report, ("signoff", "verdict"))
+    _check_signoff(report.get("signoff"), fail)
+
+
+def _check_signoff(signoff, fail):
+    """The verdict PASS or FAIL, and the one its checks give: PASS only when none failed (a
+    verdict edited to PASS over a failed check would be stored as an accepted run)."""
+    verdict = _get(signoff, ("verdict",))
     if verdict not in VERDICTS:
         fail("signoff.verdict", f"one of {', '.join(VERDICTS)}, got {verdict!r}")
+    checks = signoff.get("checks", [])
+    if not (isinstance(checks, list) and all(isinstance(c, dict) for c in checks)):
+        fail("signoff.checks", "a list of checks")
+    failed = [c.get("name") for c in checks if c.get("passed") is False]
+    if (verdict == "PASS") == bool(failed):
+        said = f"failed checks ({', '.join(map(str, failed))})" if failed else "no failed check"
+        fail("signoff.verdict", f"the verdict its checks give, got {verdict} with {said}")
 
 
 def _check_schema(version, path, what):
@@ -163,12 +176,14 @@ def _check_per_image(per_image, metrics, where, fail):
             continue
         if not (isinstance(outcomes, list) and all(_is_int(v) and v in (0, 1) for v in outcomes)):
             fail(f"{where}.{vector}", "a list of 0/1 integers, one per image")
-        total = metrics.get(f"{metric}_total")
+        total, count = metrics.get(f"{metric}_total"), metrics.get(f"{metric}_count")
         if total is not None and len(outcomes) != total:
             fail(
                 f"{where}.{vector}",
                 f"one outcome per image ({metric}_total {total}), got {len(outcomes)}",
             )
+        if count is not None and sum(outcomes) != count:
+            fail(f"{where}.{vector}", f"{count} ones ({metric}_count), got {sum(outcomes)}")
 
 
 def _get(obj, keys):

@@ -19,21 +19,26 @@ from .timing import PROTOCOL
 SOURCE_ROOT = Path(qbench.__file__).resolve().parent.parent  # the folder holding qbench/
 
 
-def definition(model, data_digest, quant, batch_size, target):
-    """The report's ``definition``: model, weights, data, preprocessing, quantization
-    config, batch size, target, qbench and TVM versions, and their ``digest``.
+def definition(model, digests, quant, batch_size, target):
+    """The report's ``definition``: model, its graph, weights, data and labels,
+    preprocessing, quantization config, batch size, target, qbench and TVM versions, and
+    their ``digest``.
 
     Args:
         model: the ``zoo.LoadedModel`` run.
-        data_digest: sha256 hex of the decoded calibration then evaluation images, in
-            order (``ImageSet.content_digest``).
+        digests: {"graph": what the model computes (``frontend.graph_digest``: the same
+            weights in another ``forward`` are another model), "data": sha256 hex of the
+            decoded calibration then evaluation images, in order
+            (``ImageSet.content_digest``), "labels": sha256 hex of the evaluation labels
+            (``labels_digest``), or None for unlabelled data}.
         quant: the ``QuantConfig`` as built.
         batch_size: images per batch (N).
         target: the TVM target dict.
     Returns:
-        dict: ``model`` (name), ``weights_digest`` (sha256 hex of the state dict),
-        ``data_digest``, ``input_shape`` ([C, H, W]), ``preprocess`` (``zoo.Preprocess`` as
-        a dict: resize, crop, mean, std, channels), ``quant`` (``QuantConfig.to_dict()``),
+        dict: ``model`` (name), ``graph_digest``, ``weights_digest`` (sha256 hex of the
+        state dict), ``data_digest``, ``labels_digest``, ``input_shape`` ([C, H, W]),
+        ``preprocess`` (``zoo.Preprocess`` as a dict: resize, crop, mean, std, channels),
+        ``quant`` (``QuantConfig.to_dict()``),
         ``batch_size`` (images), ``target``, ``qbench`` and ``tvm`` (versions), ``timing``
         (the timing protocol, ``timing.PROTOCOL``), ``digest``.
     """
@@ -41,8 +46,10 @@ def definition(model, data_digest, quant, batch_size, target):
 
     fields = {
         "model": model.name,
+        "graph_digest": digests["graph"],
         "weights_digest": model.weights_digest,
-        "data_digest": data_digest,
+        "data_digest": digests["data"],
+        "labels_digest": digests["labels"],
         "input_shape": list(model.input_shape),
         "preprocess": asdict(model.preprocess),
         "quant": quant.to_dict(),
@@ -53,6 +60,14 @@ def definition(model, data_digest, quant, batch_size, target):
         "timing": PROTOCOL,
     }
     return {**fields, "digest": digest(fields)}
+
+
+def labels_digest(labels):
+    """sha256 hex of a run's evaluation labels (ints, in order), or None without labels:
+    changed labels make accuracies incomparable though the images are the same."""
+    if labels is None:
+        return None
+    return hashlib.sha256(json.dumps([int(x) for x in labels]).encode()).hexdigest()
 
 
 def digest(fields):

@@ -4,7 +4,8 @@ results, the speed statistics, the sign-off verdict and the environment."""
 import datetime as dt
 from dataclasses import asdict
 
-from ..measure.provenance import definition
+from ..measure.provenance import definition, labels_digest
+from ..model import frontend
 from ..report.assemble import environment, graph_ops, layer_rows, precision
 from ..report.result import DataInfo, ModelInfo, RunResult
 
@@ -23,7 +24,7 @@ def build_report(p, results, wall_s, speed, verdict, timing, unavailable=None):
         timing: the timing's record (``timing.record``: ``environment["timing"]``).
         unavailable: {runner name: why it could not be built}, or None.
     """
-    opts, model, split = p.opts, p.model, p.split
+    opts, model = p.opts, p.model
     return RunResult(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         environment={
@@ -31,13 +32,7 @@ def build_report(p, results, wall_s, speed, verdict, timing, unavailable=None):
             "timing": timing,
             "remote": _remote(p),
         },
-        definition=definition(
-            model,
-            p.images.content_digest(tuple(split.calib) + tuple(split.eval)),
-            p.quant,
-            opts.batch_size,
-            p.target,
-        ),
+        definition=definition(model, _digests(p), p.quant, opts.batch_size, p.target),
         model=ModelInfo(
             name=model.name,
             weights=model.weights,
@@ -70,6 +65,18 @@ def config(opts, quant):
     flat and ``quant`` (the ``QuantConfig`` as built) as a dict."""
     fields = {k: v for k, v in vars(opts).items() if k not in NOT_CONFIG}
     return {**fields, **asdict(opts.limits), "quant": quant.to_dict()}
+
+
+def _digests(p):
+    """The digests of ``provenance.definition``: the model's graph, the calibration then
+    evaluation images, the evaluation labels."""
+    images, split = p.images, p.split
+    labels = None if images.labels is None else [images.labels[i] for i in split.eval]
+    return {
+        "graph": frontend.graph_digest(p.imported.mod),
+        "data": images.content_digest(tuple(split.calib) + tuple(split.eval)),
+        "labels": labels_digest(labels),
+    }
 
 
 def _data(p):

@@ -182,12 +182,23 @@ class _Rounder(TorchFunctionMode):
                     MAX_INPUTS,
                 )
             else:
-                h = _hessian(func, args, kwargs)
-                self.q[layer.name] = _rounded(layer, plan, h)
-                q = self.q[layer.name]
-                fake.weight_q.copy_(module_weight(layer, plan.weight.scale, q, fake.fold_scale))
+                self._round(fake, layer, plan, _hessian(func, args, kwargs))
             self.bar.update()
         return func(*args, **kwargs)
+
+    def _round(self, fake, layer, plan, h):
+        """Round ``layer`` by GPTQ on its input's H, or keep nearest rounding, with a
+        warning, where H is not finite (inputs near 1e19 and beyond overflow its float32
+        sums: GPTQ's rounding would be garbage)."""
+        if not torch.isfinite(h).all():
+            log.warning(
+                "layer %s: its input's Hessian overflows float32 (inputs beyond about 1e19): "
+                "nearest rounding kept",
+                layer.name,
+            )
+            return
+        self.q[layer.name] = q = _rounded(layer, plan, h)
+        fake.weight_q.copy_(module_weight(layer, plan.weight.scale, q, fake.fold_scale))
 
 
 def _hessian(func, args, kwargs):
