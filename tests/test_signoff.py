@@ -7,7 +7,7 @@ import pytest
 
 from qbench.cli.main import _parser, main
 from qbench.cli.runopts import run_options
-from qbench.measure.metrics import accuracy_metrics, compare_logits
+from qbench.measure.metrics import accuracy_metrics, compare_logits, input_independent
 from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
 from qbench.signoff.checks import signoff
 from qbench.signoff.limits import Limits
@@ -397,3 +397,38 @@ def test_a_non_finite_reference_leaves_no_comparison_looking_ok():
     for name in ("INT8 logits SQNR", "INT8 logits cosine"):
         check = _check(out, name)
         assert check.passed is False and "PyTorch FP32 logits are not finite" in check.detail
+
+
+@pytest.mark.parametrize(
+    "ref, same",
+    [
+        ([[1.0, 2.0, -3.0]] * 4, True),  # one row four times
+        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 1e-6, -3.0]], True),  # spread 1e-6 <= 1e-5 x 3
+        ([[1.0, 2.0, -3.0], [1.0, 2.0001, -3.0]], False),  # spread 1e-4 > 3e-5
+        ([[1.0, 2.0, -3.0]], False),  # one image: nothing to compare
+        ([[1.0, np.nan], [1.0, np.nan]], False),  # non-finite: its own check fails
+    ],
+)
+def test_an_output_the_same_for_every_image_is_input_independent(ref, same):
+    assert input_independent(np.asarray(ref)) is same
+
+
+def test_a_model_that_ignores_its_input_passes_only_not_shown():
+    """PyTorch FP32 and INT8 give one row for all 4 images: agreement 100 %, SQNR infinite,
+    and every check against that output says it shows nothing (PASS, NOT SHOWN); the
+    non-finite and layer-count checks keep no doubt."""
+    ref = np.array([[3.0, 1.0, 0.5, -2.0, 0.0, 4.0]] * 4)
+    results = _compared(ref, ref)
+    results["pytorch_fp32"].metrics["input_independent"] = input_independent(ref)
+    out = signoff(results, Limits(), 6)
+    assert out.verdict == "PASS"
+    doubted = [c.name for c in out.checks if c.doubt is not None]
+    assert doubted == [
+        "FP32 top-1 agreement",
+        "INT8 top-1 agreement",
+        "INT8 top-5 agreement",
+        "INT8 logits SQNR",
+        "INT8 logits cosine",
+    ]
+    assert all("ignores its input" in c.doubt for c in out.checks if c.doubt)
+    assert _check(out, "INT8 non-finite logits").doubt is None

@@ -300,6 +300,21 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
     return with_counts(m, ref.shape)
 
 
+SAME_OUTPUT_TOLERANCE = 1e-5  # of the largest magnitude: float32 rounding, not an input
+
+
+def input_independent(ref):
+    """Whether the reference's outputs ``ref`` (N, K), N >= 2, are the same for every image
+    (each value's spread over the images at most ``SAME_OUTPUT_TOLERANCE`` of the largest
+    magnitude): a model that ignores its input, whose agreement and SQNR show nothing about
+    quantization. False for one image or non-finite values."""
+    ref = np.asarray(ref, np.float64)
+    if ref.shape[0] < 2 or not np.isfinite(ref).all():
+        return False
+    spread = float(np.ptp(ref, axis=0).max())
+    return spread <= SAME_OUTPUT_TOLERANCE * float(np.abs(ref).max())
+
+
 def accuracy_metrics(logits, labels):
     """``top1_accuracy`` and ``top5_accuracy`` in [0, 1], with their counts, and
     ``labels_present``: the distinct labels among the images (for the chance level)."""

@@ -14,6 +14,7 @@ from ..measure import speed, timing, torch_int8
 from ..measure.metrics import (
     accuracy_metrics,
     compare_logits,
+    input_independent,
     latency_stats,
     output_kind,
     per_image,
@@ -156,6 +157,7 @@ def _results(runners, logits, labels, latency, margin, kind, keys=None):
             metrics = accuracy_metrics(ref, labels) if labels is not None else {}
             metrics["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
             metrics["output_kind"] = kind
+            metrics["input_independent"] = input_independent(ref)
         else:
             metrics = compare_logits(ref, logits[r.name], labels, margin, kind)
         results[r.name] = RunnerResult(

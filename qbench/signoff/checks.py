@@ -25,7 +25,9 @@ def signoff(
     top-5 agreement, logits SQNR and mean cosine reach their limits; the INT8 top-1
     accuracy drop stays within ``limits.max_accuracy_drop`` where the data has labels; at
     least one layer runs in INT8; the INT8 build is integer, not simulated; the weights are
-    not random; with ``speed``, the INT8 speed-up and latency (``_speed_checks``). A single
+    not random; with ``speed``, the INT8 speed-up and latency (``_speed_checks``). Where the
+    reference's output is the same for every image (``input_independent``), the passed
+    checks against it (agreements, SQNR, cosine) show nothing: PASS, NOT SHOWN. A single
     logit (``classes`` 1) has no top-1/top-5 agreement or accuracy,
     and up to 5 classes make top-5 agreement trivially 1: those checks are recorded as not
     applicable, and the fidelity checks (finite logits, SQNR, cosine) judge such outputs.
@@ -80,11 +82,23 @@ def signoff(
         )
     if random_weights:
         checks.append(_flag("trained weights", "random initialisation"))
+    if ref.get("input_independent"):
+        checks = [_doubted(c, SAME_OUTPUT) if c.unit in COMPARED else c for c in checks]
     verdict = "FAIL" if any(c.passed is False for c in checks) else "PASS"
     return Verdict(verdict, tuple(checks))
 
 
 SPEEDUP, LATENCY = "INT8 speed-up over TVM FP32", "INT8 median latency"
+COMPARED = ("fraction", "dB", "cosine")  # the units of the checks against PyTorch's outputs
+SAME_OUTPUT = (
+    "PyTorch FP32 gives the same output for every image: the model ignores its input, and "
+    "agreement with it shows nothing about quantization"
+)
+
+
+def _doubted(check, why):
+    """``check`` with the doubt ``why`` when it passed (a failure stands as it is)."""
+    return replace(check, doubt=why) if check.passed else check
 
 
 def _speed_checks(speed, results, limits, simulated):
