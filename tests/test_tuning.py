@@ -34,9 +34,12 @@ def test_one_database_folder_per_target(tmp_path):
     assert a == b != c and a.name.startswith("llvm-znver5-")
 
 
-def test_record_count_counts_lines(tmp_path):
+def test_record_count_counts_readable_records_only(tmp_path):
+    """By hand: 3 pairs, a blank line, a line cut mid-write, a bare list and a negative
+    workload line: 3 records."""
     assert tuning.record_count(tmp_path) == 0
-    (tmp_path / tuning.RECORDS).write_text("[1]\n[2]\n\n[3]\n")
+    lines = '[0, {"r": 1}]\n[1, {}]\n\n[0, {"r": 2}]\n[2, {"tra\n[1]\n[-1, {}]\n'
+    (tmp_path / dbfiles.RECORDS).write_text(lines)
     assert tuning.record_count(tmp_path) == 3
 
 
@@ -66,7 +69,7 @@ def test_rejected_workloads_are_left_out_of_the_merged_database(tmp_path):
     assert recordcheck.rejected(folder) == set()
     lines = (folder / "database_workload.json").read_text().splitlines()
     key = json.loads(lines[0])[0]  # the structural hash of the first workload
-    records = [json.loads(x) for x in (folder / tuning.RECORDS).read_text().splitlines()]
+    records = [json.loads(x) for x in (folder / dbfiles.RECORDS).read_text().splitlines()]
     (folder / recordcheck.REJECTED).write_text(json.dumps([key]))
     assert recordcheck.rejected(folder) == {key}
     kept = sum(r[0] != 0 for r in records)
@@ -79,11 +82,11 @@ def test_databases_name_their_source(tmp_path, monkeypatch):
     assert tuning.databases(tmp_path / "user", target) == ([], "none")
     shipped = tuning.db_dir(tmp_path / "shipped", target)
     shipped.mkdir(parents=True)
-    (shipped / tuning.RECORDS).write_text("[1]\n")
+    (shipped / dbfiles.RECORDS).write_text("[0, {}]\n")
     assert tuning.databases(tmp_path / "user", target) == ([shipped], "pre-tuned")
     user = tuning.db_dir(tmp_path / "user", target)
     user.mkdir(parents=True)
-    (user / tuning.RECORDS).write_text("[1]\n")
+    (user / dbfiles.RECORDS).write_text("[0, {}]\n")
     assert tuning.databases(tmp_path / "user", target) == (
         [user, shipped],
         "pre-tuned + user database",

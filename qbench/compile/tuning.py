@@ -21,7 +21,8 @@ import json
 import os
 from pathlib import Path
 
-RECORDS = "database_tuning_record.json"
+from .dbfiles import readable_records
+
 PRETUNED_ROOT = Path(__file__).parent / "pretuned"
 
 
@@ -42,12 +43,9 @@ def db_dir(root, target):
 
 
 def record_count(folder):
-    """Number of tuning records in a database folder (0 when absent)."""
-    path = Path(folder) / RECORDS
-    if not path.is_file():
-        return 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return sum(1 for line in f if line.strip())
+    """Number of tuning records in a database folder, damaged lines not counted (0 when
+    absent; ``dbfiles.readable_records``)."""
+    return readable_records(folder)
 
 
 def pretuned_dir(target):
