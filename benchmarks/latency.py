@@ -13,13 +13,19 @@ another: ``alu_peak.py`` prints them all); "not measured" where none applies. Ea
 batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio TVM INT8
 / TVM FP32. ``--target`` builds the TVM runners for another CPU class this host can run
 (``'{"kind": "llvm", "mcpu": "znver3"}'``: AVX2 code on any AVX2 host; PyTorch keeps its
-own dispatch, so compare the TVM rows only); ``--reduce-range`` adds the INT8 build with
-7-bit weights (``qbench run --reduce-range``).
+own dispatch, so compare the TVM rows only, or hold it to AVX2 too with ``--torch-isa
+avx2``: FBGEMM, oneDNN and ATen's dispatch read their instruction-set variables once, when
+loaded, so the script runs itself again with them set); ``--reduce-range`` adds the INT8
+build with 7-bit weights (``qbench run --reduce-range``). The AVX2 class on an AVX-512 host,
+both sides held to it:
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
+    python benchmarks/latency.py --models resnet18 --target '{"kind": "llvm", "mcpu": "znver3"}' \
+        --torch-isa avx2
 """
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -161,13 +167,34 @@ def grid_parser(doc):
     return p
 
 
+TORCH_ISA = {  # instruction set -> the variables that hold PyTorch's kernels to it
+    "avx2": {
+        "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+    },
+}
+
+
+def hold_torch(isa):
+    """Run this script again with PyTorch held to ``isa`` (a ``TORCH_ISA`` key), unless its
+    variables are set already; returns them as one line."""
+    wanted = TORCH_ISA[isa]
+    if any(os.environ.get(k) != v for k, v in wanted.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **wanted})
+    return " ".join(f"{k}={v}" for k, v in wanted.items())
+
+
 def main():
     p = grid_parser(__doc__)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
     p.add_argument("--target", default="llvm", help="as qbench run's --target")
     p.add_argument("--reduce-range", action="store_true", help="add the 7-bit-weight INT8 build")
+    p.add_argument("--torch-isa", choices=sorted(TORCH_ISA), help="hold PyTorch to this ISA")
     args = p.parse_args()
+    if args.torch_isa:
+        print(f"PyTorch held to {args.torch_isa}: {hold_torch(args.torch_isa)}")
     try:
         args.peaks = alu_peak.measure(args.threads)
     except RuntimeError as e:
