@@ -3,6 +3,7 @@
 import argparse
 import json
 import logging
+import platform
 import re
 import subprocess
 import sys
@@ -126,7 +127,9 @@ def _foreign_cpu_target():
         (["--target", '{"kind": "llvm", "foo": 1}'], "not a valid llvm target"),
         (["--target", '{"kind": "llvm", "mcpu": 5}'], "not a valid llvm target"),
         (["--target", '{"kind": "llvm", "num-cores": "two"}'], "num-cores must be"),
-        (["--repeat", "3"], "--repeat 3: must be a finite number >= 20"),
+        (["--repeat", "3"], "--repeat 3: must be an integer >= 20"),
+        (["--calib-size", "-3"], "--calib-size -3: must be an integer >= 1"),
+        (["--target", '{"kind": "llvm", "mcpu": "nosuchcpu"}'], f"for {platform.machine()};"),
         (["--percentile", "150"], "--percentile 150.0"),
         (["--global-scale", "inf"], "--global-scale inf"),
         (["--min-top1-agreement", "2"], "in [0, 1]"),

@@ -2,6 +2,7 @@
 the same run as ``qbench run`` with the same options, to the same numbers."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,21 @@ def test_a_speedup_limit_over_pytorch_int8_without_its_runners_is_refused_first(
     err = capsys.readouterr().err
     assert "--min-speedup-vs-torch-int8 2.0: needs PyTorch INT8 runners" in err
     assert "--torch-int8 fx,pt2e" in err
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"calib_size": 2.5}, "--calib-size 2.5: must be an integer >= 1"),
+        ({"eval_size": True}, "--eval-size True: must be an integer >= 1"),
+        ({"seed": -1}, "--seed -1: must be an integer >= 0"),
+    ],
+)
+def test_counts_must_be_whole_numbers(fields, message):
+    """A count through the API is refused as a whole number (a flag's int type already is);
+    a NumPy integer is one."""
+    import numpy as np
+
+    with pytest.raises(UserError, match=re.escape(message)):
+        RunOptions(model="resnet18", **fields)
+    assert RunOptions(model="resnet18", calib_size=np.int64(4)).calib_size == 4

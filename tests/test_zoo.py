@@ -54,6 +54,16 @@ def test_close_names_match_as_a_person_would(typed, meant):
     assert f"close names: {meant}," in str(err.value)
 
 
+def test_a_name_close_to_none_lists_no_unrelated_names():
+    """A name close to no registered one says so and where the list is (it had listed the
+    first 8 names alphabetically as 'close names')."""
+    with pytest.raises(UserError) as err:
+        zoo.get_spec("nosuchmodel")
+    message = str(err.value)
+    assert "no registered name is close" in message and "alexnet" not in message
+    assert f"`qbench models` lists the {len(zoo.list_models())}" in message
+
+
 def test_model_loading_prints_nothing_on_stdout(capsys):
     """Issue 20: loading a model prints nothing on stdout."""
     zoo.load_model("efficientnet_lite0")

@@ -245,18 +245,21 @@ def check_linker(triple, text):
 
 def check_cpu(cpu, triple, text):
     """Refuse an ``mcpu`` LLVM does not know for ``triple`` (already ``check_triple``'d),
-    naming the closest CPU names it knows."""
+    named by its architecture, with the closest CPU names LLVM knows, or all of them when
+    none is close."""
     import tvm
     from tvm.target import codegen
 
     if codegen.llvm_is_valid_cpu(cpu, triple):
         return
     cpus = codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple}))
-    close = difflib.get_close_matches(cpu, sorted(set(cpus)), n=3, cutoff=0.6)
-    hint = f"; closest: {', '.join(close)}" if close else ""
+    cpus = sorted(set(cpus))
+    close = difflib.get_close_matches(cpu, cpus, n=3, cutoff=0.6)
+    arch = triple.split("-")[0]
+    known = f"closest: {', '.join(close)}" if close else f"valid: {', '.join(cpus)}"
     raise UserError(
-        f"--target {text}: mcpu {cpu!r} unknown to LLVM for {triple}; this machine is "
-        f"{codegen.llvm_get_system_cpu()!r}{hint}"
+        f"--target {text}: mcpu {cpu!r} unknown to LLVM for {arch}; this machine is "
+        f"{codegen.llvm_get_system_cpu()!r}; {known}"
     )
 
 

@@ -121,10 +121,11 @@ def get_spec(name):
         pre = Preprocess(mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
         return ModelSpec(LITE0, "efficientnet_lite", preprocess=pre)
     if name not in _torchvision_names():
-        close = close_names(name, list_models()) or list_models()[:8]
+        close = close_names(name, list_models())
+        names = f"close names: {', '.join(close)}" if close else "no registered name is close"
         raise UserError(
-            f"model {name!r}: not in the registry; close names: {', '.join(close)} "
-            "(see `qbench models`), or pass FILE.py:FUNCTION or FILE.pt2"
+            f"model {name!r}: not in the registry; {names} (`qbench models` lists the "
+            f"{len(list_models())}), or pass FILE.py:FUNCTION or FILE.pt2"
         )
     return _torchvision_spec(name)
 

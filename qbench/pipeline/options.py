@@ -16,16 +16,16 @@ from ..quantize import QuantConfig
 from ..signoff.limits import Limits
 
 NUMBERS = {  # field: (flag, valid range); None values pass (not set)
-    "batch_size": ("--batch-size", Bounds(1)),
-    "threads": ("--threads", Bounds(1)),
-    "repeat": ("--repeat", Bounds(MIN_REPEAT)),
-    "warmup": ("--warmup", Bounds(0)),
-    "seed": ("--seed", Bounds(0)),
-    "calib_size": ("--calib-size", Bounds(1)),
-    "eval_size": ("--eval-size", Bounds(1)),
-    "trials": ("--trials", Bounds(1)),
+    "batch_size": ("--batch-size", Bounds(1, integer=True)),
+    "threads": ("--threads", Bounds(1, integer=True)),
+    "repeat": ("--repeat", Bounds(MIN_REPEAT, integer=True)),
+    "warmup": ("--warmup", Bounds(0, integer=True)),
+    "seed": ("--seed", Bounds(0, integer=True)),
+    "calib_size": ("--calib-size", Bounds(1, integer=True)),
+    "eval_size": ("--eval-size", Bounds(1, integer=True)),
+    "trials": ("--trials", Bounds(1, integer=True)),
     "time_budget_min": ("--time-budget", Bounds(0, open_low=True)),
-    "holdout_size": ("--holdout-size", Bounds(0)),
+    "holdout_size": ("--holdout-size", Bounds(0, integer=True)),
     "accuracy_target": ("--accuracy-target", Bounds(0, 1)),
 }
 TUNE_GRAPHS = ("fp32", "int8")
