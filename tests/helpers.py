@@ -20,7 +20,7 @@ LLVM = targets.Llvm.host(2)  # this CPU, as `--target llvm`
 # base of targets that name a CPU class by its mcpu
 CPU = {key: value for key, value in LLVM.items() if key != "mattr"}
 SAPPHIRE_RAPIDS = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "sapphirerapids"}
-AVX2 = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"}
+AVX2 = {**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": "haswell"}  # Intel and AMD run it
 
 
 @dataclass

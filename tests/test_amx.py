@@ -66,8 +66,8 @@ def test_cpuinfo_flags_map_to_llvm_feature_names():
     [
         ("skylake-avx512", []),  # refused as 'lacks clwb' when read from LLVM's rocketlake
         ("sapphirerapids", []),
-        ("znver3", []),  # AMD-only system instructions (clzero, mwaitx) are never generated
-        ("znver5", ["avx512vp2intersect"]),
+        ("znver3", ["sse4a"]),  # LLVM emits SSE4A's extrq; clzero, mwaitx it never does
+        ("znver5", ["avx512vp2intersect", "sse4a"]),
         ("graniterapids", ["amx-fp16"]),
     ],
 )
@@ -76,6 +76,16 @@ def test_missing_features_are_read_from_the_cpu(xeon_amx, mcpu, missing):
 
     target = tvm.target.Target({**CPU, "mtriple": "x86_64-linux-gnu", "mcpu": mcpu})
     assert targets.Llvm._missing_features(target) == missing
+
+
+def test_an_amd_target_on_an_intel_cpu_is_refused_naming_sse4a_and_the_way_out(xeon_amx):
+    """Code for mcpu znver3 holds SSE4A's extrq (LLVM's byte shuffles), which an Intel CPU
+    lacks: refused before any build, with the mattr that leaves it out (it had died of
+    SIGILL in the evaluation); with that mattr the target is taken."""
+    zen3 = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"}
+    with pytest.raises(UserError, match=r'lacks sse4a, .*"mattr": \["-sse4a"\]'):
+        targets.parse_target(json.dumps(zen3), 2)
+    assert targets.parse_target(json.dumps({**zen3, "mattr": ["-sse4a"]}), 2)
 
 
 def test_a_refused_tile_permission_refuses_amx_targets_before_any_build(xeon_amx, monkeypatch):

@@ -54,7 +54,7 @@ PATHS = {
     "vnni": ("avx512vnni", "vpdpbusd", {**CPU, "mcpu": "znver5"}),
     "avxvnni": ("avxvnni", "{vex}\tvpdpbusd", {**CPU, "mcpu": "alderlake"}),
     "avx512bw": ("avx512bw", "vpmaddwd\t%zmm", {**CPU, "mcpu": "skylake-avx512"}),
-    "avx2": ("avx2", "vpmaddwd\t%ymm", {**CPU, "mcpu": "znver3"}),
+    "avx2": ("avx2", "vpmaddwd\t%ymm", {**CPU, "mcpu": "haswell"}),
     "neon_dot": ("dotprod", "sdot\tv", {**AARCH64, "mcpu": "neoverse-n1"}),
 }
 

@@ -102,7 +102,7 @@ def add_run_options(r, grid=False, omit=()):
 def add_data_options(r, grid=False, timing=True, remote=True):
     """Target, data, preprocessing, threads, (with ``remote``) remote devices and (with
     ``timing``) timing; ``grid``: ``--targets`` (sweep)."""
-    what = 'llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "znver3"}\''
+    what = 'llvm, cuda, or a JSON target dict such as \'{"kind": "llvm", "mcpu": "haswell"}\''
     if grid:
         r.add_argument("--targets", default="llvm", help=f"comma-separated, each {what}")
     else:

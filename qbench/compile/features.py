@@ -71,11 +71,12 @@ _AARCH64_CPUINFO_ALIASES = {
 # LLVM features implied by others the CPU reports
 _IMPLIED = {"sse4.2": ("crc32",), "avx512f": ("evex512",)}
 # LLVM features of instructions that code generated from TIR never contains (system, cache
-# and power management, TSX, AMD's SSE4A extract/insert; branch-hint prefixes, which older
-# CPUs ignore): a CPU lacking one still runs the code, so they do not make a target unfit
-# for the host
+# and power management, TSX; branch-hint prefixes, which older CPUs ignore): a CPU lacking
+# one still runs the code, so they do not make a target unfit for the host. Not AMD's SSE4A:
+# LLVM emits its extrq for byte shuffles (a quantize-and-pack kernel for mcpu znver3), which
+# dies of an illegal instruction on an Intel CPU
 SYSTEM_FEATURES = frozenset(
-    "clzero mwaitx monitorx rdpru wbnoinvd clwb clflushopt cldemote sse4a enqcmd uintr "
+    "clzero mwaitx monitorx rdpru wbnoinvd clwb clflushopt cldemote enqcmd uintr "
     "waitpkg ptwrite pconfig shstk ibt kl widekl hreset serialize tsxldtrk rtm movdiri "
     "movdir64b sgx invpcid prefetchi rdpid rdseed rdrnd xsave xsaveopt xsavec xsaves "
     "fsgsbase lwp pku branch-hint".split()

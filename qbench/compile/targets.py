@@ -114,8 +114,9 @@ class Llvm:
             raise UserError(
                 f"--target {text}: this CPU ({codegen.llvm_get_system_cpu()}) lacks "
                 f"{', '.join(missing)}, which code for that target uses (it would die of an "
-                "illegal instruction); run it on such a device (--rpc, --rpc-tracker) or build "
-                "it only (qbench build)"
+                "illegal instruction); run it on such a device (--rpc, --rpc-tracker), build "
+                "it only (qbench build), or leave them out of the target: "
+                f'"mattr": {json.dumps(["-" + f for f in missing])}'
             )
         return target
 

@@ -95,7 +95,7 @@ def split_items(text, flag):
     if depth:
         raise UserError(
             f"{flag} {text!r}: a '{{' is never closed; valid: NAME,NAME,... where a JSON "
-            'target dict is given whole, e.g. llvm,{"kind": "llvm", "mcpu": "znver3"}'
+            'target dict is given whole, e.g. llvm,{"kind": "llvm", "mcpu": "haswell"}'
         )
     if "" in items:
         raise UserError(f"{flag} {text!r}: an empty entry; valid: NAME,NAME,... (comma-separated)")
