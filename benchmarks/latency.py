@@ -12,7 +12,7 @@ runners the sequence of qbench's INT8 kernels for this CPU class (PyTorch's FBGE
 another: ``alu_peak.py`` prints them all); "not measured" where none applies. Each model and
 batch prints the CPU, its class, the kernel path of every INT8 layer and the ratio TVM INT8
 / TVM FP32. ``--target`` builds the TVM runners for another CPU class this host can run
-(``'{"kind": "llvm", "mcpu": "znver3"}'``: AVX2 code on any AVX2 host; PyTorch keeps its
+(``'{"kind": "llvm", "mcpu": "haswell"}'``: AVX2 code on any AVX2 host; PyTorch keeps its
 own dispatch, so compare the TVM rows only, or hold it to AVX2 too with ``--torch-isa
 avx2``: FBGEMM, oneDNN and ATen's dispatch read their instruction-set variables once, when
 loaded, so the script runs itself again with them set); ``--reduce-range`` adds the INT8
@@ -20,7 +20,7 @@ build with 7-bit weights (``qbench run --reduce-range``). The AVX2 class on an A
 both sides held to it:
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
-    python benchmarks/latency.py --models resnet18 --target '{"kind": "llvm", "mcpu": "znver3"}' \
+    python benchmarks/latency.py --models resnet18 --target '{"kind": "llvm", "mcpu": "haswell"}' \
         --torch-isa avx2
 """
 
