@@ -51,6 +51,10 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
         20,
         "per_image.top1_match: expected 20 ones (top1_agreement_count), got 38",
     ),
+    "signoff": (  # a failed check's flag edited to passed, and the verdict with it
+        {"verdict": "PASS", "shown": True, "checks": [FAILED_CHECK | {"passed": True}]},
+        "signoff.checks[0].passed: expected False for 12.2 >= 17.0, got True",
+    ),
     "signoff.checks": (  # a FAIL edited to PASS
         [FAILED_CHECK],
         "signoff.verdict: expected the verdict its checks give, got PASS with failed checks "

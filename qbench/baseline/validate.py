@@ -88,10 +88,26 @@ def _check_signoff(signoff, fail):
     checks = signoff.get("checks", [])
     if not (isinstance(checks, list) and all(isinstance(c, dict) for c in checks)):
         fail("signoff.checks", "a list of checks")
+    for i, check in enumerate(checks):
+        _check_passed(check, f"signoff.checks[{i}]", fail)
     failed = [c.get("name") for c in checks if c.get("passed") is False]
     if (verdict == "PASS") == bool(failed):
         said = f"failed checks ({', '.join(map(str, failed))})" if failed else "no failed check"
         fail("signoff.verdict", f"the verdict its checks give, got {verdict} with {said}")
+
+
+def _check_passed(check, where, fail):
+    """A check with a value: ``passed`` is what its value gives against its limit (an SQNR
+    edited to 5 dB under a 17 dB limit and left passed would be stored as a good run); a
+    speed-up's, what the high end of its interval gives (``signoff.checks``)."""
+    value, limit, op = check.get("value"), check.get("limit"), check.get("op")
+    if check.get("unit") == "speed-up" and "ci_high" in check:
+        value = check["ci_high"]
+    if not (_number(value) and _number(limit) and op in (">=", "<=")):
+        return
+    gives = value >= limit if op == ">=" else value <= limit
+    if check.get("passed") is not gives:
+        fail(f"{where}.passed", f"{gives} for {value} {op} {limit}, got {check.get('passed')}")
 
 
 def _check_schema(version, path, what):
