@@ -44,6 +44,31 @@ def test_flat_folder_with_labels_csv(tmp_path):
     assert x.shape == (2, 3, 32, 32) and x.dtype == np.float32 and y.tolist() == [50, 0]
 
 
+def test_images_a_labels_csv_leaves_out_are_named(tmp_path, caplog):
+    """labels.csv lists 2 of 3 images; a class folder beside it holds 2 more: the 3 left
+    out are said (they had been dropped silently); a text file is not an image left out."""
+    names = _write_images(tmp_path, 3)
+    _write_images(tmp_path / "4", 2)
+    (tmp_path / "4" / "notes.txt").write_text("x")
+    (tmp_path / "labels.csv").write_text(f"file,label\n{names[0]},1\n{names[2]},2\n")
+    with caplog.at_level("WARNING"):
+        images = data.open_source(str(tmp_path))
+    assert len(images) == 2
+    assert "labels.csv lists 2 images and leaves out 3 in the folder (e.g. img1.png)" in (
+        caplog.text
+    )
+    assert "notes.txt" not in caplog.text
+
+
+def test_a_labels_csv_listing_every_image_warns_nothing(tmp_path, caplog):
+    names = _write_images(tmp_path / "a", 2)
+    rows = "".join(f"a/{n},{i}\n" for i, n in enumerate(names))
+    (tmp_path / "labels.csv").write_text("file,label\n" + rows)
+    with caplog.at_level("WARNING"):
+        assert len(data.open_source(str(tmp_path))) == 2
+    assert "leaves out" not in caplog.text
+
+
 def test_imagefolder_with_numeric_class_folders(tmp_path):
     _write_images(tmp_path / "7", 2)
     _write_images(tmp_path / "42", 3)

@@ -226,6 +226,25 @@ def _read_labels_csv(path):
     return rows
 
 
+def _warn_unlisted(root, listed):
+    """Say which images of ``root`` and its sub-folders (class folders among them) the
+    labels.csv beside them leaves out: the csv alone says what is evaluated, and a left-out
+    image is not used. Other files (a README) are the csv's to ignore."""
+    images = []
+    for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())]:
+        images += _images_in(folder, [])
+    unlisted = [f for f in images if f.resolve() not in listed]
+    if unlisted:
+        log.warning(
+            "--data %s: labels.csv lists %d images and leaves out %d in the folder (e.g. %s): "
+            "they are not used (labels.csv alone names the images and their labels)",
+            root,
+            len(listed),
+            len(unlisted),
+            unlisted[0].relative_to(root),
+        )
+
+
 def _flat(root):
     rows = _read_labels_csv(root / "labels.csv")
     bad = [(i + 2, r["label"]) for i, r in enumerate(rows) if not _is_index(r["label"])]
@@ -248,6 +267,7 @@ def _flat(root):
     missing = [r["file"] for r in rows if not (root / r["file"]).is_file()]
     if missing:
         raise UserError(f"--data {root}: labels.csv lists missing files, e.g. {missing[:3]}")
+    _warn_unlisted(root, set(seen))
     return ImageSet(
         str(root),
         [file_loader(root / r["file"]) for r in rows],
