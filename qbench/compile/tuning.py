@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from .dbfiles import readable_records
+from .dbfiles import readable_records as record_count  # damaged lines not counted
 
 PRETUNED_ROOT = Path(__file__).parent / "pretuned"
 
@@ -40,12 +40,6 @@ def db_dir(root, target):
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
     name = "-".join(str(target.get(k)) for k in ("kind", "mcpu") if target.get(k))
     return Path(root) / f"{name}-{digest}"
-
-
-def record_count(folder):
-    """Number of tuning records in a database folder, damaged lines not counted (0 when
-    absent; ``dbfiles.readable_records``)."""
-    return readable_records(folder)
 
 
 def pretuned_dir(target):
