@@ -276,6 +276,29 @@ def test_every_pillow_mode_becomes_the_rgb_picture_a_person_sees(tmp_path):
     ]  # red: top-left -> top-right
 
 
+def test_wide_greyscale_pictures_are_scaled_to_8_bits_not_clipped(tmp_path):
+    """C15's kind for 32-bit pictures: a float TIFF in [0, 1] is scaled by 255 (it had become
+    0 or 1 of 255: a nearly black picture), one in [0, 255] keeps its values, a 32-bit
+    integer one in [0, 65535] is scaled by 1/257; ranges that imply no scale are refused,
+    naming the file, never clipped."""
+    cases = {
+        "F in [0, 1]": (np.array([[0.0, 0.5, 1.0]], np.float32), [0, 128, 255]),
+        "F in [0, 255]": (np.array([[0.0, 100.4, 255.0]], np.float32), [0, 100, 255]),
+        "I in [0, 65535]": (np.array([[0, 257 * 100, 65535]], np.int32), [0, 100, 255]),
+        "I in [0, 255]": (np.array([[0, 7, 255]], np.int32), [0, 7, 255]),
+    }
+    for name, (values, want) in cases.items():
+        path = tmp_path / "grey.tif"
+        Image.fromarray(values).save(path)
+        got = np.asarray(data.images.file_loader(path)())
+        assert got.shape == (1, 3, 3) and got[0, :, 0].tolist() == want, name
+        assert (got == got[..., :1]).all(), name
+    for values in (np.array([[-0.5, 0.5]], np.float32), np.array([[0, 70000]], np.int32)):
+        Image.fromarray(values).save(tmp_path / "bad.tif")
+        with pytest.raises(UserError, match=r"bad\.tif: a greyscale picture of mode [IF]"):
+            data.images.file_loader(tmp_path / "bad.tif")()
+
+
 def test_a_non_square_model_runs_end_to_end(tmp_path, capsys, small_models):
     """C16: a model on (3, 32, 48) inputs runs end to end; the report records that shape and
     TVM FP32 agrees with PyTorch on every image."""

@@ -63,6 +63,8 @@ def file_loader(path):
         try:
             with Image.open(path) as im:
                 return to_rgb(im)
+        except UserError as e:
+            raise UserError(f"--data: image {path}: {e}") from e
         except Exception as e:  # noqa: BLE001 - Pillow's decoders raise many kinds
             cause = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise UserError(
@@ -76,20 +78,41 @@ def to_rgb(image):
     """The 8-bit RGB picture a person would see in ``image`` (a ``PIL.Image`` of any mode).
 
     The EXIF orientation is applied; 16-bit greyscale is scaled to 8 bits (65535 -> 255)
-    rather than clipped; transparency (alpha, or a palette's transparent entry) is composited
-    over white; greyscale, palette and CMYK become RGB.
+    rather than clipped, and so is 32-bit integer greyscale (mode I) in [0, 65535]; 32-bit
+    float greyscale (mode F) in [0, 1] is scaled by 255, and one in [0, 255] with values
+    above 1 is rounded as it is; transparency (alpha, or a palette's transparent entry) is
+    composited over white; greyscale, palette and CMYK become RGB.
 
     Raises:
+        UserError: a mode I or F picture whose values lie outside those ranges (or are not
+            finite): no scaling to 8 bits is implied, and clipping would change the picture.
         Pillow's errors for files it cannot decode (the caller names the file).
     """
     from PIL import Image, ImageOps
 
     image = ImageOps.exif_transpose(image)
-    if image.mode.startswith("I;16") or (image.mode == "I" and image.getextrema()[1] > 255):
-        wide = np.asarray(image, dtype=np.float64)
-        image = Image.fromarray(np.clip(np.round(wide / 257.0), 0, 255).astype(np.uint8))
+    if image.mode in ("I", "F") or image.mode.startswith("I;16"):
+        image = Image.fromarray(_wide_grey_to_8bit(image))
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
         rgba = image.convert("RGBA")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return image.convert("RGB")
+
+
+def _wide_grey_to_8bit(image):
+    """(H, W) uint8 of a mode I, I;16 or F ``PIL.Image`` by the scales of ``to_rgb``."""
+    values = np.asarray(image, dtype=np.float64)
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    limit = 255.0 if image.mode == "F" else 65535.0
+    if not np.isfinite(values).all() or lo < 0 or hi > limit:
+        valid = "[0, 1] or [0, 255]" if image.mode == "F" else "[0, 65535]"
+        raise UserError(
+            f"a greyscale picture of mode {image.mode} with values in [{lo:g}, {hi:g}]: "
+            f"qbench reads this mode in {valid}; save it as 8-bit or 16-bit, scaled as meant"
+        )
+    if image.mode == "F":
+        scale = 255.0 if hi <= 1.0 else 1.0
+    else:
+        scale = 1.0 if hi <= 255 and not image.mode.startswith("I;16") else 1 / 257.0
+    return np.clip(np.round(values * scale), 0, 255).astype(np.uint8)
