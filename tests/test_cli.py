@@ -131,7 +131,9 @@ def _foreign_cpu_target():
         (["--calib-size", "-3"], "--calib-size -3: must be an integer >= 1"),
         (["--target", '{"kind": "llvm", "mcpu": "nosuchcpu"}'], f"for {platform.machine()};"),
         (["--percentile", "150"], "--percentile 150.0"),
-        (["--global-scale", "inf"], "--global-scale inf"),
+        (["--calib-mode", "global_scale", "--global-scale", "inf"], "--global-scale inf"),
+        (["--calib-mode", "max", "--percentile", "99"], "only --calib-mode percentile takes"),
+        (["--global-scale", "4"], "only --calib-mode global_scale takes it, and this run"),
         (["--min-top1-agreement", "2"], "in [0, 1]"),
         (["--std", "0", "0", "0"], "non-zero"),
         (["--data", ""], "--data ''"),
@@ -330,7 +332,7 @@ def test_every_option_has_a_help_text_and_shows_its_default(capsys):
         main(["run", "--help"])
     out = capsys.readouterr().out
     assert "{global_scale,kl_divergence,percentile,max}" in out  # the choices
-    assert "(default: percentile)" in out and "(default: 8)" in out
+    assert "(default: percentile)" in out and "(default: 8.0)" in " ".join(out.split())
     assert "(default: off)" in out and "(required)" in out
 
 

@@ -179,10 +179,14 @@ def add_quant_options(r, signoff=True):
         help="calibration method",
     )
     r.add_argument(
-        "--percentile", type=float, default=99.999, help="percentile mode: quantile, in (0, 100]"
+        "--percentile",
+        type=float,
+        help=f"percentile mode only: quantile, in (0, 100] (default: {QuantConfig().percentile})",
     )
     r.add_argument(
-        "--global-scale", type=float, default=8.0, help="global_scale mode: range +-S, S > 0"
+        "--global-scale",
+        type=float,
+        help=f"global_scale mode only: range +-S, S > 0 (default: {QuantConfig().global_scale})",
     )
     r.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
     r.add_argument("--simulate", action="store_true", help="fake-quantized FP32 graph")

@@ -39,8 +39,7 @@ def run_options(args):
 
     quant = QuantConfig(
         calib_mode=args.calib_mode,
-        percentile=args.percentile,
-        global_scale=args.global_scale,
+        **_mode_params(args),
         per_channel=not args.per_tensor,
         skip_layers=skip_list(args.skip_layers),
         skip_first=args.keep_first_fp32,
@@ -68,6 +67,25 @@ def run_options(args):
         torch_int8=getattr(args, "torch_int8", ""),
         **{f: getattr(args, f) for f in fields},
     )
+
+
+def _mode_params(args):
+    """``--percentile`` and ``--global-scale`` where given, for the one mode that takes each.
+
+    Raises:
+        UserError: one given with another ``--calib-mode``: that run would calibrate without
+            it, and its report would not say so.
+    """
+    given = {"percentile": args.percentile, "global_scale": args.global_scale}
+    given = {mode: value for mode, value in given.items() if value is not None}
+    for mode, value in given.items():
+        if args.calib_mode != mode:
+            flag = "--" + mode.replace("_", "-")
+            raise UserError(
+                f"{flag} {value}: only --calib-mode {mode} takes it, and this run calibrates "
+                f"with --calib-mode {args.calib_mode}; drop {flag} or use --calib-mode {mode}"
+            )
+    return given
 
 
 def _limits(args):
