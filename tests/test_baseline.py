@@ -90,7 +90,8 @@ FAILED_CHECK = {  # a failed sign-off check, for a FAIL verdict: it must have on
 
 
 def _failed(report):
-    """``report`` with the sign-off FAIL, its SQNR check failed."""
+    """``report`` with the sign-off FAIL, its SQNR check failed (and the metric its value)."""
+    report["results"]["tvm_int8"]["metrics"]["sqnr_db"] = FAILED_CHECK["value"]
     return report | {"signoff": {"verdict": "FAIL", "shown": True, "checks": [FAILED_CHECK]}}
 
 

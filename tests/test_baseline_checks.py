@@ -74,6 +74,38 @@ def test_a_damaged_report_field_exits_2_naming_the_file_and_field(tmp_path, caps
     assert str(tmp_path / "new" / "report.json") in err and text in err
 
 
+EDITED_VALUES = {  # check (the fixture's metrics hold SQNR 25 dB, INT8 top-1 agreement
+    # 38/40 = 0.95, top-1 accuracy 30/40 FP32 and 28/40 INT8: a drop of 5 points)
+    "INT8 logits SQNR": (30.0, ">=", 17.0, "results.tvm_int8.metrics.sqnr_db (25), got 30.0"),
+    "INT8 top-1 agreement": (
+        0.99,
+        ">=",
+        0.9,
+        "results.tvm_int8.metrics.top1_agreement (0.95), got 0.99",
+    ),
+    "INT8 top-1 accuracy drop": (
+        1.0,
+        "<=",
+        6.0,
+        "100 x (pytorch_fp32 - tvm_int8) results.*.metrics.top1_accuracy (5)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EDITED_VALUES)
+def test_a_check_value_other_than_its_metric_exits_2(tmp_path, capsys, name):
+    """A check's value edited away from the metric it is computed from (or the metric away
+    from the check): the report says two things, and neither is stored or compared."""
+    _saved(tmp_path, _fixture())
+    value, op, limit, text = EDITED_VALUES[name]
+    check = {"name": name, "value": value, "op": op, "limit": limit, "passed": True, "unit": ""}
+    report = _fixture() | {"signoff": {"verdict": "PASS", "shown": True, "checks": [check]}}
+    assert _compare(tmp_path, report) == 2
+    assert f"signoff.checks[0].value: expected {text}" in capsys.readouterr().err
+    check["value"] = {"INT8 top-1 accuracy drop": 5.0, "INT8 logits SQNR": 25.0}.get(name, 0.95)
+    assert _compare(tmp_path, report) == 0  # the values the metrics give
+
+
 def test_per_image_outcomes_of_another_length_are_said_untested(tmp_path):
     _saved(tmp_path, _fixture())
     report = _fixture()
@@ -254,6 +286,13 @@ SQNR_OK = _check("INT8 logits SQNR", 61.3, 17.0, True, "dB")
 SPEED_OK = _check("INT8 speed-up over TVM FP32", 1.6, 1.0, True, "speed-up")
 
 
+def _signed_off(report, verdict, checks):
+    """``report`` with this sign-off, its SQNR metric the value of its SQNR check."""
+    (sqnr,) = [c["value"] for c in checks if c["name"] == "INT8 logits SQNR"]
+    _int8(report)["metrics"]["sqnr_db"] = sqnr
+    return report | {"signoff": {"verdict": verdict, "shown": True, "checks": checks}}
+
+
 @pytest.mark.parametrize(
     "failed, regression",
     [
@@ -268,14 +307,9 @@ def test_a_sign_off_check_the_baseline_passed_and_this_run_fails(
     the same top-1 outcomes: a regression, named (compare had said NO REGRESSION: SQNR has
     no per-image test). A speed check failing is shown untested: the latency rows judge
     speed, with their load control."""
-    base = _fixture() | {
-        "signoff": {"verdict": "PASS", "shown": True, "checks": [SQNR_OK, SPEED_OK]}
-    }
-    _saved(tmp_path, base)
+    _saved(tmp_path, _signed_off(_fixture(), "PASS", [SQNR_OK, SPEED_OK]))
     checks = [failed if c["name"] == failed["name"] else c for c in (SQNR_OK, SPEED_OK)]
-    new = _fixture(created=LATER) | {
-        "signoff": {"verdict": "FAIL", "shown": True, "checks": checks}
-    }
+    new = _signed_off(_fixture(created=LATER), "FAIL", checks)
     assert _compare(tmp_path, new) == (1 if regression else 0)
     out = capsys.readouterr().out
     row = next(x for x in out.splitlines() if x.startswith(f"sign-off: {failed['name']}"))

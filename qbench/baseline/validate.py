@@ -28,6 +28,16 @@ DIGEST = re.compile(r"[0-9a-f]{64}")  # sha256, hex
 FRACTIONS = ("top1_agreement", "top5_agreement", "top1_accuracy", "top5_accuracy")
 PER_IMAGE = {"top1_match": "top1_agreement", "top1_correct": "top1_accuracy"}
 VERDICTS = ("PASS", "FAIL")
+CHECKED = {  # sign-off check name -> (runner, metric) its value is (``signoff.checks``)
+    "PyTorch FP32 non-finite logits": ("pytorch_fp32", "nonfinite_logits"),
+    "FP32 non-finite logits": ("tvm_fp32", "nonfinite_logits"),
+    "INT8 non-finite logits": ("tvm_int8", "nonfinite_logits"),
+    "FP32 top-1 agreement": ("tvm_fp32", "top1_agreement"),
+    "INT8 top-1 agreement": ("tvm_int8", "top1_agreement"),
+    "INT8 top-5 agreement": ("tvm_int8", "top5_agreement"),
+    "INT8 logits SQNR": ("tvm_int8", "sqnr_db"),
+    "INT8 logits cosine": ("tvm_int8", "cosine"),
+}
 
 
 def check_report(report, path, what):
@@ -47,7 +57,8 @@ def check_report(report, path, what):
             counts within their totals, SQNR, cosine and the largest difference numbers;
             per-image 0/1 lists as long as their metric's total, with as many ones as its
             count; the speed ratios (when ``speed`` is there) positive numbers and NOISY a
-            bool; the sign-off verdict PASS or FAIL, and FAIL exactly when a check failed.
+            bool; the sign-off verdict PASS or FAIL, and FAIL exactly when a check failed;
+            each check's value its metric's (``CHECKED``, the top-1 accuracy drop).
     """
 
     def fail(field, expected):
@@ -77,6 +88,7 @@ def check_report(report, path, what):
     if report.get("speed") is not None:
         _check_speed(report["speed"], fail)
     _check_signoff(report.get("signoff"), fail)
+    _check_values(report["signoff"]["checks"], results, fail)
 
 
 def _check_signoff(signoff, fail):
@@ -108,6 +120,31 @@ def _check_passed(check, where, fail):
     gives = value >= limit if op == ">=" else value <= limit
     if check.get("passed") is not gives:
         fail(f"{where}.passed", f"{gives} for {value} {op} {limit}, got {check.get('passed')}")
+
+
+def _check_values(checks, results, fail):
+    """Each check's value is its metric's in ``results``, to the 6 decimals a check keeps (an
+    SQNR edited in the metrics but not in its check, or the reverse, would be stored as a
+    run whose numbers say two things)."""
+    for i, check in enumerate(checks):
+        value = check.get("value")
+        if check.get("name") == "INT8 top-1 accuracy drop":
+            ref, int8 = (_get(results, (r, "metrics", "top1_accuracy")) for r in RUNNERS[::2])
+            metric = _difference(ref, int8)
+            field = "100 x (pytorch_fp32 - tvm_int8) results.*.metrics.top1_accuracy"
+        elif check.get("name") in CHECKED:
+            runner, key = CHECKED[check["name"]]
+            metric = _get(results, (runner, "metrics", key))
+            field = f"results.{runner}.metrics.{key}"
+        else:
+            continue
+        if _number(value) and _number(metric) and abs(value - round(metric, 6)) > 1e-6:
+            fail(f"signoff.checks[{i}].value", f"{field} ({metric:.6g}), got {value}")
+
+
+def _difference(ref, int8):
+    """Percentage points of top-1 accuracy lost, or None without both accuracies."""
+    return 100.0 * (ref - int8) if _number(ref) and _number(int8) else None
 
 
 def _check_schema(version, path, what):
