@@ -42,6 +42,7 @@ def test_a_failing_cell_is_recorded_and_the_other_runs(tmp_path, capsys, models)
     assert (failed["model"], failed["verdict"], failed["exit_code"]) == (bad, "ERROR", 2)
     assert "RuntimeError: weights server down" in failed["error"]
     assert failed["report_dir"] is None and summary["complete"] and summary["exit_code"] == 2
+    assert (summary["state"], summary["running_cell"]) == ("complete", None)
     report = json.loads((Path(ok["report_dir"]) / "report.json").read_text())
     res = report["results"]
     assert ok["sqnr_db"] == res["tvm_int8"]["metrics"]["sqnr_db"]
@@ -121,6 +122,39 @@ def test_a_crashing_cell_exits_3_and_ctrl_c_stops_the_sweep(tmp_path, monkeypatc
     assert summary["complete"] is False and "INCOMPLETE" in markdown
 
 
+CRASH = """
+import os, sys
+from qbench.cli.main import main
+from qbench.core.errors import UserError
+from qbench.pipeline import engine
+
+def run(opts):  # the first cell has bad input, the second kills the process (as SIGILL would)
+    if opts.model.endswith(":build"):
+        raise UserError("bad weights")
+    os.abort()
+
+engine.run = run
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_cell_that_kills_the_process_leaves_the_summary_of_those_before(tmp_path, models):
+    import subprocess
+    import sys
+
+    names = f"{models}:build,{models}:training"
+    folders = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    argv = [sys.executable, "-c", CRASH, "sweep", *folders, "--models", names]
+    done = subprocess.run([*argv, "--targets", "llvm"], capture_output=True, text=True)
+    assert done.returncode < 0, done.stderr  # killed by a signal
+    summary, markdown = _summary(tmp_path)
+    (first,) = summary["cells"]
+    assert (first["exit_code"], first["error"]) == (2, "UserError: bad weights")
+    assert (summary["state"], summary["exit_code"], summary["cells_total"]) == ("running", None, 2)
+    assert summary["running_cell"] == f"{models}:training on llvm" and not summary["complete"]
+    assert f"1 of 2 cells finished; cell {models}:training on llvm had started" in markdown
+
+
 def test_an_error_after_ctrl_c_stops_the_sweep(monkeypatch):
     monkeypatch.setattr(engine, "run", lambda _opts: 1 / 0)  # TVM's error for a Ctrl-C
     with pytest.raises(KeyboardInterrupt):
@@ -186,7 +220,7 @@ def test_a_pass_not_shown_never_reads_as_a_plain_pass_in_the_summary():
 
 def test_an_interrupted_sweep_keeps_its_finished_cells_and_says_130(tmp_path):
     cells = [sweep.Cell("a", "llvm", "PASS", 0, shown=True)]
-    folder = sweep.write_summary(cells, ["a", "b"], ["llvm"], tmp_path, complete=False)
+    folder = sweep.write_summary(cells, ["a", "b"], ["llvm"], tmp_path, sweep.INTERRUPTED)
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["exit_code"] == 130 and len(summary["cells"]) == 1
     assert not summary["complete"] and "Exit code 130" in (folder / "summary.md").read_text()

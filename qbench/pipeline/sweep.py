@@ -5,7 +5,8 @@ tuning database for the whole grid, so a second target of a model reuses its cal
 writes its own report. A cell that fails (bad input found only when its model loads, a TVM
 error, a bug) is recorded with its error and exit code, and the next cell runs; Ctrl-C stops
 the sweep. The summary (``summary.md``, ``summary.json``) goes into its own folder,
-``<reports-dir>/<timestamp>-sweep/``, written at once (``atomic.write_folder``).
+``<reports-dir>/<timestamp>-sweep/``, created before the first cell and rewritten as each
+cell starts and ends, every file atomically.
 """
 
 import datetime as dt
@@ -19,13 +20,13 @@ from tabulate import tabulate
 
 from .. import __version__
 from ..compile import targets
-from ..core.atomic import to_json, write_folder
+from ..core.atomic import to_json, write_folder, write_text
 from ..core.errors import QBenchError, UserError
 from ..core.progress import say
 from ..model import zoo
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: state, cells_total, running_cell; exit_code null while running
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -165,8 +166,10 @@ def parallel_cells(remote, cells):
 
 
 def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, isolated=False):
-    """Run the cells, ``parallel`` at a time, then write the summary (also when Ctrl-C stops
-    the sweep, with the cells finished by then). ``isolated``: each cell in a child process
+    """Run the cells, ``parallel`` at a time, rewriting the summary after every cell (a cell
+    that kills the process, e.g. SIGILL or SIGSEGV in native code, leaves the summary of the
+    cells before it, naming the cell that was running) and at the end (also when Ctrl-C
+    stops the sweep). ``isolated``: each cell in a child process
     (cells on remote devices: a cell's end ends its process and so its RPC session, and the
     tracker can lend the device to the next cell; seen: a second cell queued forever behind
     the session of an efficientnet_lite0 cell run in-process).
@@ -184,23 +187,35 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, 
     """
     import time
 
-    cells, started = [], time.time()
+    cells, started, total = [], time.time(), len(cell_options)
+
+    def record(state, running=None):
+        timing = {"parallel": parallel, "wall_time_s": round(time.time() - started, 1)}
+        files = summary_files(cells, models, target_texts, state, timing, total, running)
+        return rewrite_summary(folder, files)
+
+    first = None if isolated else _words(cell_options[0])
+    folder = write_summary([], models, target_texts, root, RUNNING, None, total, first)
     try:
         if isolated:
-            _run_isolated(cell_options, parallel, cells)
+            _run_isolated(cell_options, parallel, cells, lambda: record(RUNNING))
         for i, opts in enumerate(() if isolated else cell_options, 1):
-            say(f"sweep cell {i}/{len(cell_options)}: {opts.model} on {opts.target}")
+            say(f"sweep cell {i}/{total}: {_words(opts)}")
+            record(RUNNING, _words(opts))
             cells.append(run_cell(opts, interrupted))
-            _said(cells[-1], i, len(cell_options))
+            _said(cells[-1], i, total)
     finally:
-        complete = len(cells) == len(cell_options)
-        timing = {"parallel": parallel, "wall_time_s": round(time.time() - started, 1)}
-        folder = write_summary(cells, models, target_texts, root, complete, timing)
+        complete = len(cells) == total
+        record(COMPLETE if complete else INTERRUPTED)
         if not complete:
-            say(f"sweep stopped: {len(cells)} of {len(cell_options)} cells finished")
+            say(f"sweep stopped: {len(cells)} of {total} cells finished")
             say(summary_table(cells, "simple"))
         say(f"sweep summary: {folder / 'summary.md'}")
     return cells, folder
+
+
+def _words(opts):
+    return f"{opts.model} on {opts.target}"
 
 
 def _said(cell, i, n):
@@ -209,9 +224,10 @@ def _said(cell, i, n):
     say(f"sweep cell {i}/{n}: {_verdict_words(cell)}{device} ({where})")
 
 
-def _run_isolated(cell_options, parallel, cells):
+def _run_isolated(cell_options, parallel, cells, on_cell):
     """Every cell in a child process, ``parallel`` at once; each ``Cell`` is appended to
-    ``cells`` in grid order as soon as it and those before it are done."""
+    ``cells`` in grid order as soon as it and those before it are done, then ``on_cell()``
+    is called."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -226,6 +242,7 @@ def _run_isolated(cell_options, parallel, cells):
         for i, future in enumerate(futures, 1):
             cells.append(future.result())
             _said(cells[-1], i, len(futures))
+            on_cell()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         cells += finished_after(futures, len(cells))
@@ -351,36 +368,74 @@ def _num(value, spec, suffix=""):
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
-def write_summary(cells, models, target_texts, root, complete=True, timing=None):
-    """Write ``summary.md`` and ``summary.json`` into a new ``<root>/<timestamp>-sweep/``
-    folder at once; return the folder (a ``Path``).
+RUNNING, COMPLETE, INTERRUPTED = "running", "complete", "interrupted"
+
+
+def write_summary(
+    cells, models, target_texts, root, state=COMPLETE, timing=None, total=None, running=None
+):
+    """Write ``summary.md`` and ``summary.json`` (``summary_files``) into a new
+    ``<root>/<timestamp>-sweep/`` folder at once; return the folder (a ``Path``)."""
+    files = summary_files(cells, models, target_texts, state, timing, total, running)
+    out = Path(root) / f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-sweep"
+    return write_folder(out, files)
+
+
+def rewrite_summary(folder, files):
+    """Replace the summary files in ``folder``, each atomically; return ``folder``."""
+    for name, text in files.items():
+        write_text(folder / name, text)
+    return folder
+
+
+def summary_files(cells, models, target_texts, state, timing=None, total=None, running=None):
+    """{``summary.json``: text, ``summary.md``: text} of the finished ``cells``.
 
     ``summary.json``: ``schema_version``, ``created`` (UTC, ISO 8601), ``qbench``,
-    ``models`` and ``targets`` (the grid), ``complete`` (False: stopped by Ctrl-C),
-    ``exit_code``, ``parallel`` (cells run at once) and ``wall_time_s`` (the sweep's, s),
-    and ``cells`` (the ``Cell`` fields, one dict per finished cell).
+    ``models`` and ``targets`` (the grid), ``state`` (``complete``; ``interrupted``: stopped
+    by Ctrl-C; ``running``: written when a cell started, so a sweep that is no longer
+    running died in ``running_cell``), ``complete`` (``state`` is ``complete``),
+    ``cells_total``, ``running_cell`` ("MODEL on TARGET" or null), ``exit_code`` (null while
+    running; 130 when interrupted), ``parallel`` (cells run at once) and ``wall_time_s``
+    (the sweep's so far, s), and ``cells`` (the ``Cell`` fields, one dict per finished cell).
     """
     timing = timing or {"parallel": 1, "wall_time_s": None}
-    created = dt.datetime.now(dt.timezone.utc)
+    total = len(models) * len(target_texts) if total is None else total
+    code = {COMPLETE: exit_code(cells), INTERRUPTED: EXIT_INTERRUPTED}.get(state)
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "created": created.isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "qbench": __version__,
         "models": list(models),
         "targets": list(target_texts),
-        "complete": complete,
-        "exit_code": exit_code(cells) if complete else EXIT_INTERRUPTED,
+        "state": state,
+        "complete": state == COMPLETE,
+        "cells_total": total,
+        "running_cell": running,
+        "exit_code": code,
         **timing,
         "cells": [asdict(c) for c in cells],
     }
-    done = "" if complete else " (INCOMPLETE: stopped by Ctrl-C)"
     markdown = (
-        f"# qbench sweep: {len(models)} models x {len(target_texts)} targets{done}\n\n"
+        f"# qbench sweep: {len(models)} models x {len(target_texts)} targets"
+        f"{_state_words(state, len(cells), total, running)}\n\n"
         + summary_table(cells, "github")
-        + f"\n\nExit code {doc['exit_code']}. {timing['parallel']} cell(s) at once; "
-        + f"sweep wall time {timing['wall_time_s']} s. "
+        + f"\n\nExit code {'- (still running)' if code is None else code}. "
+        + f"{timing['parallel']} cell(s) at once; sweep wall time {timing['wall_time_s']} s. "
         + "Top-1 agreement: INT8 with PyTorch FP32; accuracy drop: PyTorch FP32 top-1 "
         "accuracy minus INT8's; speed-up: TVM FP32 median latency over TVM INT8's.\n"
     )
-    out = Path(root) / f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-sweep"
-    return write_folder(out, {"summary.json": to_json(doc), "summary.md": markdown})
+    return {"summary.json": to_json(doc), "summary.md": markdown}
+
+
+def _state_words(state, done, total, running):
+    if state == COMPLETE:
+        return ""
+    if state == INTERRUPTED:
+        return f" (INCOMPLETE: stopped by Ctrl-C, {done} of {total} cells finished)"
+    now = f"; cell {running} had started" if running else ""
+    return (
+        f" (INCOMPLETE: {done} of {total} cells finished{now}. This summary is rewritten as "
+        "each cell starts and ends: if the sweep is no longer running, its process died there, "
+        "e.g. of SIGILL or SIGSEGV in native code)"
+    )
