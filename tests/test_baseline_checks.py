@@ -323,6 +323,28 @@ def test_a_sign_off_check_the_baseline_passed_and_this_run_fails(
         assert verdict.startswith("compare: NO REGRESSION")
 
 
+def test_a_cosine_taken_over_other_values_than_the_baselines_is_not_comparable(tmp_path, capsys):
+    """A two-class model's baseline took the cosine per row (+-1 each: 1.0, passed); this
+    run takes it over all values (0.95, failed under 0.99): another measure, not a
+    regression, and the rows say so."""
+    cosine = _check("INT8 logits cosine", 1.0, 0.99, True, "cosine")
+    base = _signed_off(_fixture(), "PASS", [SQNR_OK, cosine])
+    _int8(base)["metrics"]["cosine"] = 1.0
+    _saved(tmp_path, base)
+    new = _signed_off(
+        _fixture(created=LATER), "FAIL", [SQNR_OK, cosine | {"value": 0.95, "passed": False}]
+    )
+    _int8(new)["metrics"] |= {"cosine": 0.95, "cosine_over": "all values"}
+    assert _compare(tmp_path, new) == 0
+    out = capsys.readouterr().out
+    said = "not comparable: the cosine was taken over rows, now over all values"
+    rows = [x for x in out.splitlines() if x.startswith(("sign-off: INT8 logits cosine", "cosine"))]
+    assert len(rows) == 2 and all(said in x for x in rows), rows
+    assert next(x for x in out.splitlines() if x.startswith("compare: ")).startswith(
+        "compare: NO REGRESSION"
+    )
+
+
 def test_another_run_of_the_same_second_is_not_dropped(tmp_path, capsys):
     """Two runs of one definition started in the same second have one store file name: the
     second is refused, naming the file (it had been dropped as "already stored", exit 0),

@@ -59,6 +59,28 @@ def test_a_real_runs_fractions_are_their_counts_over_their_totals(tiny_run):
     assert checked >= 5  # PyTorch's accuracy, TVM's agreement and accuracy
 
 
+@pytest.mark.parametrize(
+    "ref, out, expected",
+    [  # two logits (rows that sum to 2: no probabilities), centred: ref (1, -1), (-1, 1);
+        # out (.25, -.25), (-1, 1); by hand 2.5 / (2 x sqrt(2.125)), each row's own cosine 1
+        ([[2.0, 0.0], [0.0, 2.0]], [[1.0, 0.5], [0.0, 2.0]], 1.25 / math.sqrt(2.125)),
+        ([[1.0], [2.0]], [[2.0], [1.0]], 4 / 5),  # a single value: (2 + 2) / (sqrt 5 sqrt 5)
+    ],
+)
+def test_a_row_of_one_degree_of_freedom_takes_the_cosine_over_all_values(ref, out, expected):
+    """Two centred logits are (a, -a), a single value is one number: a row's cosine is +-1
+    (every image with the same top-1 gave a perfect 1.0, whatever the error), so the cosine
+    is one over all values, and says so."""
+    m = compare_logits(np.array(ref), np.array(out))
+    assert m["cosine"] == pytest.approx(expected, rel=1e-12) and m["cosine_over"] == "all values"
+    centred = [
+        np.subtract(x, np.mean(x, 1, keepdims=True)) if len(x[0]) > 1 else x for x in (ref, out)
+    ]
+    assert mean_row_cosine(*centred) == pytest.approx(1.0)  # what the mean of rows had said
+    three = compare_logits(np.array([[1.0, 0.0, 0.0]]), np.array([[1.0, 0.5, 0.0]]))
+    assert three["cosine_over"] == "rows"
+
+
 @pytest.mark.parametrize("size", [1.0, 1e-8, 1e-160, 1e150])
 def test_cosine_does_not_depend_on_the_logits_size(size):
     """[1, 2, 3] against [1, 2, 3.3]: cosine 14.9 / sqrt(14 x 15.89) by hand, at any size

@@ -223,6 +223,7 @@ def test_c28_a_single_value_is_judged_as_is(c28):
     assert "- output: a single value per image; max abs diff, cosine and SQNR judged on it " in (
         run.markdown
     )
+    assert "; cosine over all values (a row has one degree of freedom" in run.markdown
 
 
 def test_c28_the_diagnosis_judges_in_the_same_space(tmp_path):

@@ -194,27 +194,30 @@ def test_fidelity_checks_of_nonfinite_int8_logits_fail_with_the_reason():
 SINGLE = [[2.0], [-1.0], [0.5]]
 SINGLE_INT8 = [[2.25], [-0.75], [0.5]]
 SINGLE_SQNR_DB = 10 * math.log10((4 + 1 + 0.25) / (0.0625 + 0.0625))  # 10 log10(42) = 16.23
+# one cosine over the three values (each row's own is +-1): 5.5 / sqrt(5.25 x 5.875) = 0.9903
+SINGLE_COSINE = (4.5 + 0.75 + 0.25) / math.sqrt(5.25 * (5.0625 + 0.5625 + 0.25))
 
 
 def test_a_single_logit_is_judged_by_fidelity_not_ranking():
     labels = np.zeros(3, dtype=np.int64)
     results = _compared(SINGLE, SINGLE_INT8, labels)
     limits = _limits(min_top1_agreement=1.0, min_top5_agreement=1.0, max_accuracy_drop=0.0)
-    out = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6), min_cosine=1.0), 1)
+    fidelity = _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6), min_cosine=round(SINGLE_COSINE, 6))
+    out = signoff(results, fidelity, 1)
     assert out.verdict == "PASS"
     ranking = ("FP32 top-1 agreement", "INT8 top-1 agreement", "INT8 top-5 agreement")
     for name in (*ranking, "INT8 top-1 accuracy drop"):
         check = _check(out, name)
         assert check.passed is None and check.value is None
         assert check.detail == "not applicable: a single output logit"
-    assert _check(out, "INT8 logits cosine").value == 1.0  # every sign kept
+    assert _check(out, "INT8 logits cosine").value == pytest.approx(SINGLE_COSINE, abs=1e-6)
     assert signoff(results, limits, 1).verdict == "PASS"  # ranking limits do not apply
     low = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6) + 1e-6), 1)
     assert _failed(low) == ["INT8 logits SQNR"]
-    flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # cosines 1, -1, 1: mean 1/3
-    out = signoff(flipped, _limits(min_cosine=0.5), 1)
+    flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # (4 - 1 + .25) / 5.25
+    out = signoff(flipped, _limits(min_cosine=0.7), 1)
     assert _failed(out) == ["INT8 logits cosine"]
-    assert _check(out, "INT8 logits cosine").value == pytest.approx(1 / 3, abs=1e-6)
+    assert _check(out, "INT8 logits cosine").value == pytest.approx(3.25 / 5.25, abs=1e-6)
 
 
 def test_up_to_five_classes_have_no_top5_check():
@@ -235,7 +238,7 @@ def test_the_signoff_table_shows_units_and_not_applicable_checks():
     rows = {line.split("  ")[0]: line for line in signoff_table(verdict, "simple").splitlines()}
     assert "16.2 dB" in rows["INT8 logits SQNR"] and ">= 17.0 dB" in rows["INT8 logits SQNR"]
     assert rows["INT8 logits SQNR"].endswith("FAIL")
-    assert "1.000" in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
+    assert "0.9903" in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
     top1 = rows["INT8 top-1 agreement"]
     assert "not applicable: a single output logit" in top1 and top1.endswith("n/a")
 

@@ -27,6 +27,7 @@ import json
 import numpy as np
 from tabulate import tabulate
 
+from ..measure.metrics import ROWS
 from ..report.tables import RUNNER_TITLES
 from . import stats
 from .layout import normal
@@ -189,24 +190,33 @@ def _signoff_rows(baseline, report):
     row. A fidelity or accuracy check crossing its limit is a regression, with no test
     needed: the limit is the team's own, and SQNR and cosine have no per-image test, so a
     drop through their limits is caught here alone. A speed check's row is shown untested:
-    the latency rows judge speed, with their tests and load control."""
+    the latency rows judge speed, with their tests and load control. A cosine check of runs
+    whose cosines were taken over different values (``_cosine_alike``) is not comparable."""
     before = {c.name: c for c in baseline.signoff.checks}
+    unlike = _cosine_alike(*(_int8_metrics(r) for r in (baseline, report)))
     rows, counted = [], False
     for check in report.signoff.checks:
         if check.passed is not False:
             continue
         speed = check.unit in SPEED_UNITS
-        counted = counted or not speed
+        verdict = UNTESTED if speed else stats.REGRESSION
+        if check.unit == "cosine" and unlike:
+            verdict = unlike
+        counted = counted or verdict == stats.REGRESSION
         old = before.get(check.name)
         if old is None or old.passed is not True:
             continue
-        verdict = UNTESTED if speed else stats.REGRESSION
         words = _check_words(old), _check_words(check)
         rows.append(_row(f"sign-off: {check.name}", "-", *words, verdict=verdict))
     verdicts = baseline.signoff.verdict, report.signoff.verdict
     worse = verdicts == ("PASS", "FAIL") and counted
     rows.append(_row("sign-off", "-", *verdicts, verdict=stats.REGRESSION if worse else UNTESTED))
     return rows
+
+
+def _int8_metrics(run):
+    entry = run.results.get("tvm_int8")
+    return {} if entry is None else entry.metrics
 
 
 def _check_words(check):
@@ -329,7 +339,17 @@ def _shown_row(name, base, new, metric):
         return None
     if metric in COUNTED:
         return _row(TITLES[metric], name, _counts(base, metric), _counts(new, metric))
-    return _row(TITLES[metric], name, base.get(metric), new.get(metric))
+    verdict = UNTESTED if metric != "cosine" else _cosine_alike(base, new) or UNTESTED
+    return _row(TITLES[metric], name, base.get(metric), new.get(metric), verdict=verdict)
+
+
+def _cosine_alike(base, new):
+    """None where both runs took the cosine over the same values (``metrics.cosine_over``;
+    a report from before it was recorded took it over rows), else why not comparable."""
+    over = [m.get("cosine_over", ROWS) for m in (base, new)]
+    if over[0] == over[1]:
+        return None
+    return f"{NOT_COMPARABLE}: the cosine was taken over {over[0]}, now over {over[1]}"
 
 
 def _speedup_row(baseline, report):

@@ -19,6 +19,7 @@ SIGMOIDS = "independent probabilities"  # a sigmoid per class: rows not a distri
 SIGMOID_OP = "relax.sigmoid"  # the Relax op of a model that ends in a sigmoid
 SINGLE = "single value"  # K = 1: no distribution over classes
 CENTRED, LOG_ODDS, AS_IS = "centred logits", "log-odds", "as is"
+ROWS, ALL_VALUES = "rows", "all values"  # what a cosine is taken over (``cosine_over``)
 # A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
 # logsumexp is 0 within a few float32 steps: 1e-3 leaves room for compiled exp
 # approximations, while a row that sums to 0.99 (a dropped class, label smoothing, sigmoids)
@@ -172,6 +173,17 @@ def mean_row_cosine(ref, out):
     return float(np.mean(np.where(both, (a * b).sum(1), 1.0)))
 
 
+def cosine_over(kind, classes):
+    """What the logits cosine of an output of ``kind`` with ``classes`` values a row is
+    taken over: ``rows`` (the mean of each image's cosine), or ``all values`` (one cosine of
+    the (N x K) values flattened) where a row has one degree of freedom in its judged space
+    (``judged_space``): a single value, or two centred logits (a, -a). Such a row's cosine is
+    only +-1, the sign agreement that top-1 agreement already counts, and a mean of them
+    could not show a fidelity loss."""
+    free = classes - (judged_space(kind) == CENTRED)
+    return ALL_VALUES if free <= 1 else ROWS
+
+
 def _unit_rows(x):
     """Each row of ``x`` (N, K) scaled to unit length, float64; an all-zero row stays zero.
     Rows are first divided by their largest magnitude, so that logits of any size (1e-160:
@@ -269,8 +281,8 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
 
     ``max_abs_diff``, ``cosine``, ``sqnr_db`` and the flips' margins are computed on both
     outputs mapped to the space ``kind`` is judged in (``judged``), named by
-    ``judged_space``; agreement and accuracy rank the outputs as given (the mapping keeps
-    each row's order).
+    ``judged_space``; the cosine over rows or over all values (``cosine_over``); agreement
+    and accuracy rank the outputs as given (the mapping keeps each row's order).
 
     Args:
         kind: what ``ref`` holds (``output_kind``), or None to tell it from ``ref``.
@@ -289,9 +301,12 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
         m["top1_agreement"] = top1_agreement(ref, out)
         m["top5_agreement"] = top5_agreement(ref, out)
         m |= flip_metrics(flips(r, o, margin), softmax_margin(r), margin)
+    over = cosine_over(kind, ref.shape[1])
+    flat = (r.reshape(1, -1), o.reshape(1, -1)) if over == ALL_VALUES else (r, o)
     m |= {
         "max_abs_diff": float(np.abs(r - o).max()),
-        "cosine": mean_row_cosine(r, o),
+        "cosine": mean_row_cosine(*flat),
+        "cosine_over": over,
         "sqnr_db": sqnr_db_or_none(r, o),
         "judged_space": judged_space(kind),
     }

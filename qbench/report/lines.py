@@ -5,6 +5,7 @@ import json
 
 from ..core.words import plural
 from ..measure.metrics import (
+    ALL_VALUES,
     AS_IS,
     LOG_ODDS,
     LOG_PROBABILITIES,
@@ -138,21 +139,31 @@ JUDGED_VALUES = {  # metrics.output_kind: what the judged space is made of
 def output_line(results):
     """What the model returns and the space the INT8 and FP32 builds' error was judged in
     (``metrics.output_of``), e.g. ``output: log-probabilities (rows whose logsumexp is 0);
-    max abs diff, cosine, SQNR and flip margins judged on centred logits (...)``."""
+    max abs diff, cosine, SQNR and flip margins judged on centred logits (...)``, and what
+    the cosine is taken over where it is not rows (``metrics.cosine_over``)."""
     kind, space = output_of(results)
-    words = f"output: {OUTPUT_WORDS.get(kind, kind)}; "
+    over = results["tvm_int8"].metrics.get("cosine_over") if "tvm_int8" in results else None
+    remark = (
+        "; cosine over all values (a row has one degree of freedom: its own cosine is +-1)"
+        if over == ALL_VALUES
+        else ""
+    )
+    return f"output: {OUTPUT_WORDS.get(kind, kind)}; {_judged_words(kind, space)}{remark}"
+
+
+def _judged_words(kind, space):
     if space == LOG_ODDS:
         value = f"{JUDGED_VALUES[kind]}: the logit each sigmoid was given"
-        return words + f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value})"
+        return f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value})"
     if space != AS_IS:
         value = JUDGED_VALUES.get(kind, "each value less its row's mean")
-        return words + (
+        return (
             f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value}: no "
             "per-row constant counts)"
         )
     if kind == SINGLE:
-        return words + "max abs diff, cosine and SQNR judged on it as is (no softmax)"
-    return words + (
+        return "max abs diff, cosine and SQNR judged on it as is (no softmax)"
+    return (
         "max abs diff, cosine, SQNR and flip margins judged as is (a report from before "
         "output kinds were told apart)"
     )
