@@ -16,12 +16,13 @@ batch prints the CPU, its class, the kernel path of every INT8 layer and the rat
 own dispatch, so compare the TVM rows only, or hold it to AVX2 too with ``--torch-isa
 avx2``: FBGEMM, oneDNN and ATen's dispatch read their instruction-set variables once, when
 loaded, so the script runs itself again with them set); ``--reduce-range`` adds the INT8
-build with 7-bit weights (``qbench run --reduce-range``). The AVX2 class on an AVX-512 host,
+build with 7-bit weights (``qbench run --reduce-range``), ``--fit-pairs`` the one whose
+weight pairs fit int16 sums (``qbench run --fit-pairs``). The AVX2 class on an AVX-512 host,
 both sides held to it:
 
     python benchmarks/latency.py --models resnet18,efficientnet_lite0,mobilenet_v2 --batches 1,8
     python benchmarks/latency.py --models resnet18 --target '{"kind": "llvm", "mcpu": "haswell"}' \
-        --torch-isa avx2
+        --torch-isa avx2 --fit-pairs
 """
 
 import argparse
@@ -49,9 +50,15 @@ from qbench.report.lines import int8_kernels_line
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 
 
-def runners(prepared, calib, reduced=None):
+VARIANTS = {  # flag's field: the INT8 build it adds (``QuantConfig`` field set)
+    "reduce_range": "TVM INT8 (reduce_range)",
+    "fit_pairs": "TVM INT8 (fit_pairs)",
+}
+
+
+def runners(prepared, calib, variants=()):
     """(name, runner or the reason it is missing) for every runner of one model and batch;
-    with ``reduced`` (the ``Prepared`` of ``--reduce-range``) its INT8 build too."""
+    with ``variants`` ((field, its ``Prepared``) of ``VARIANTS``) their INT8 builds too."""
     import torch
 
     opts, model, target = prepared.opts, prepared.model, prepared.target
@@ -69,9 +76,8 @@ def runners(prepared, calib, reduced=None):
     built = [
         ("TVM " + name.removeprefix("tvm_").upper(), name, mod) for name, mod in graphs(prepared)
     ]
-    if reduced is not None:
-        int8 = dict(graphs(reduced))["tvm_int8"]
-        built.append(("TVM INT8 (reduce_range)", "tvm_int8_reduce_range", int8))
+    for field, variant in variants:
+        built.append((VARIANTS[field], f"tvm_int8_{field}", dict(graphs(variant))["tvm_int8"]))
     for label, name, mod in built:
         vm = build.build(mod, target, prepared.databases).vm
         out.append((label, TVMRunner(vm, targets.device_for(target), n, shape, name)))
@@ -102,11 +108,11 @@ def measure(model_name, batch, args):
         calib = [x for x, _ in full_batches(p.images, p.split.calib, p.model, batch)]
         x, _ = next(full_batches(p.images, p.split.eval, p.model, batch))
         macs = graph.gemm_macs(p.imported.mod)
-        reduced = None
-        if args.reduce_range:
-            quant = QuantConfig(reduce_range=True)
-            reduced = prepare(bench_options(model_name, batch, args, tmp, quant=quant, **extra))
-        found, tuned = runners(p, calib, reduced)
+        variants = [
+            (field, prepare(bench_options(model_name, batch, args, tmp, quant=quant, **extra)))
+            for field, quant in _variants(args)
+        ]
+        found, tuned = runners(p, calib, variants)
     rows, eager, medians = [], None, {}
     fp32_peak, int8_peak = alu_peak.class_peaks(p.int8_kernels.cpu_class, args.peaks)
     timed = timing.Rounds(args.warmup, args.repeat).time(
@@ -120,7 +126,7 @@ def measure(model_name, batch, args):
         eager = eager or median
         gmacs = macs / (median / 1e3) / 1e9
         peak = int8_peak if "INT8" in name else fp32_peak
-        if "reduce_range" in name:  # vpmaddubsw's sequence, whatever the class
+        if name in VARIANTS.values():  # vpmaddubsw's sequence, whatever the class
             peak = args.peaks.get("pmaddubsw_ymm")
         rows.append(
             [
@@ -138,12 +144,12 @@ def measure(model_name, batch, args):
         f"; TVM INT8 / TVM FP32 = {medians['TVM INT8'] / medians['TVM FP32']:.3f}",
         file=sys.stderr,
     )
-    if reduced is not None:
-        line = int8_kernels_line(reduced.int8_kernels)
-        ratio = medians["TVM INT8 (reduce_range)"] / medians["TVM FP32"]
+    for field, variant in variants:
+        line = int8_kernels_line(variant.int8_kernels)
+        ratio = medians[VARIANTS[field]] / medians["TVM FP32"]
         print(
-            f"{model_name} batch {batch}: reduce_range build: {line}; TVM INT8 (reduce_range)"
-            f" / TVM FP32 = {ratio:.3f}",
+            f"{model_name} batch {batch}: {field} build: {line}; {VARIANTS[field]} / TVM FP32"
+            f" = {ratio:.3f}",
             file=sys.stderr,
         )
     print(f"{model_name} batch {batch}: timing {timing.describe(timed.protocol)}", file=sys.stderr)
@@ -153,6 +159,11 @@ def measure(model_name, batch, args):
         file=sys.stderr,
     )
     return rows
+
+
+def _variants(args):
+    """(field, ``QuantConfig`` with it set) of each ``VARIANTS`` flag given."""
+    return [(f, QuantConfig(**{f: True})) for f in VARIANTS if getattr(args, f, False)]
 
 
 def grid_parser(doc):
@@ -191,6 +202,7 @@ def main():
     p.add_argument("--tuning-db", default=str(tuning.default_root()))
     p.add_argument("--target", default="llvm", help="as qbench run's --target")
     p.add_argument("--reduce-range", action="store_true", help="add the 7-bit-weight INT8 build")
+    p.add_argument("--fit-pairs", action="store_true", help="add the fitted-pairs INT8 build")
     p.add_argument("--torch-isa", choices=sorted(TORCH_ISA), help="hold PyTorch to this ISA")
     args = p.parse_args()
     if args.torch_isa:

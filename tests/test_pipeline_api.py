@@ -60,7 +60,7 @@ def test_a_fallback_without_held_out_images_is_refused_where_the_options_are_mad
         ({"threads": 0}, ["--threads", "0"]),
         ({"calib_size": 0}, ["--calib-size", "0"]),
         ({"accuracy_target": 1.5}, ["--accuracy-target", "1.5"]),
-        ({"trials": 0}, ["--trials", "0"]),
+        ({"trials": 0, "tune": True}, ["--trials", "0", "--tune"]),
         ({"limits": {"min_sqnr_db": -1.0}}, ["--min-sqnr", "-1"]),
         ({"quant": {"percentile": 0.0}}, ["--percentile", "0"]),
         ({"torch_int8": ("tvm",)}, ["--torch-int8", "tvm"]),

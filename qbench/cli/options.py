@@ -43,9 +43,9 @@ def add_fallback_options(r):
     r.add_argument(
         "--holdout-size",
         type=int,
-        default=64,
         help="images the fallback is judged on: the last of the seed's order, never among the "
-        "calibration or evaluation images of a run with the same sizes and seed",
+        "calibration or evaluation images of a run with the same sizes and seed (default: "
+        f"{HOLDOUT_SIZE}; only with --accuracy-target)",
     )
 
 
@@ -79,10 +79,11 @@ def add_model_options(r, grid=False):
     r.add_argument("-v", "--verbose", action="store_true", help="log details of every stage")
 
 
+HOLDOUT_SIZE = 64  # the fallback's held-out images where --holdout-size is not given
 OMITTABLE = {  # option group: the defaults a command without those options runs with
     "timing": {"warmup": 3, "repeat": MIN_REPEAT},
     "signoff": dict.fromkeys(SPECS),
-    "tuning budget": {"trials": 16, "time_budget": None, "tune_graphs": "fp32,int8"},
+    "tuning budget": {"trials": None, "time_budget": None, "tune_graphs": None},
     "remote": {"rpc": None, "rpc_tracker": None, "rpc_key": None},
 }
 
@@ -210,6 +211,13 @@ def add_quant_options(r, signoff=True):
         help="7-bit weights ([-63, 63]): on AVX2 CPUs without VNNI they run on FBGEMM's "
         "vpmaddubsw kernel, exact; they cost weight precision everywhere",
     )
+    r.add_argument(
+        "--fit-pairs",
+        action="store_true",
+        help="weights whose pairs of adjacent input channels fit int16 sums (each channel "
+        "on the finest grid, 127 down to 63 steps, that fits): on AVX2 CPUs without VNNI "
+        "every layer runs on vpmaddubsw, exact; costs a little precision everywhere",
+    )
     if signoff:
         add_signoff_options(r)
     r.add_argument("--cache-dir", default="calibration", help="calibration cache folder")
@@ -240,13 +248,16 @@ def add_tuning_options(r, budget=True):
     )
     if not budget:
         return
-    r.add_argument("--trials", type=int, default=16, help="mean MetaSchedule trials per kernel")
     r.add_argument(
-        "--time-budget", type=float, help="minutes of tuning, then stop (default: no limit)"
+        "--trials", type=int, help="mean MetaSchedule trials per kernel (default: 16; tuning only)"
+    )
+    r.add_argument(
+        "--time-budget",
+        type=float,
+        help="minutes of tuning, then stop (default: no limit; tuning only)",
     )
     r.add_argument(
         "--tune-graphs",
-        default="fp32,int8",
         help="graphs to tune: fp32, int8 or fp32,int8 (INT8 kernels embed calibrated scales, so "
-        "their records serve only the same calibration)",
+        "their records serve only the same calibration) (default: fp32,int8; tuning only)",
     )

@@ -4,6 +4,7 @@ made: a bad one is refused (``UserError``, exit 2) before anything slow runs."""
 from pathlib import Path
 
 from ..core.errors import UserError
+from .options import HOLDOUT_SIZE
 
 
 def skip_list(text):
@@ -47,10 +48,11 @@ def run_options(args):
         weight_rounding=args.weight_rounding,
         bias_correction=args.bias_correction,
         reduce_range=args.reduce_range,
+        fit_pairs=args.fit_pairs,
     )
     fields = (
         "model target data weights input_shape mean std calib_size eval_size batch_size seed "
-        "threads warmup repeat cache_dir reports_dir rpc rpc_tracker rpc_key tuning_db trials"
+        "threads warmup repeat cache_dir reports_dir rpc rpc_tracker rpc_key tuning_db"
     ).split()
     target = getattr(args, "accuracy_target", None)
     limits, policy = _limits(args)
@@ -59,14 +61,45 @@ def run_options(args):
         limits=limits,
         policy=policy,
         tune=getattr(args, "tune", False),
-        time_budget_min=args.time_budget,
-        tune_graphs=args.tune_graphs,
-        holdout_size=args.holdout_size if target is not None else 0,
+        **({"holdout_size": HOLDOUT_SIZE if target is not None else 0} | _dependent(args)),
         accuracy_target=target,
         diagnose=getattr(args, "diagnose", False),
         torch_int8=getattr(args, "torch_int8", ""),
         **{f: getattr(args, f) for f in fields},
     )
+
+
+DEPENDENT = {  # argparse dest: (its flag, the flag whose work reads it, RunOptions field)
+    "trials": ("--trials", "--tune", "trials"),
+    "time_budget": ("--time-budget", "--tune", "time_budget_min"),
+    "tune_graphs": ("--tune-graphs", "--tune", "tune_graphs"),
+    "holdout_size": ("--holdout-size", "--accuracy-target", "holdout_size"),
+}
+
+
+def _dependent(args):
+    """{RunOptions field: value} of the ``DEPENDENT`` flags given.
+
+    Raises:
+        UserError: one given without the flag whose work reads it (``qbench tune`` always
+            tunes): the run would go on without it, and its report would not say so.
+    """
+    works = {
+        "--tune": getattr(args, "tune", True),
+        "--accuracy-target": getattr(args, "accuracy_target", None) is not None,
+    }
+    given = {}
+    for dest, (flag, needs, field) in DEPENDENT.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if not works[needs]:
+            raise UserError(
+                f"{flag} {value}: only read with {needs}, which this run does not have; drop "
+                f"{flag} or add {needs}"
+            )
+        given[field] = value
+    return given
 
 
 def _mode_params(args):

@@ -150,16 +150,21 @@ def connect_device(opts):
 
 def _warn_about_kernels(p):
     """Say that INT8 layers will run on default schedules when ``p.target`` has no INT8
-    kernels in qbench (and the graph is not simulated), and that ``--reduce-range`` buys
-    nothing on a target whose INT8 kernel is not the AVX2 one."""
+    kernels in qbench (and the graph is not simulated), and that ``--reduce-range`` or
+    ``--fit-pairs`` buys nothing on a target whose INT8 kernel is not the AVX2 one."""
     opts, target = p.opts, p.target
     cpu_class = p.int8_kernels.cpu_class
-    if opts.quant.reduce_range and cpu_class != "AVX2":
-        say(
-            f"WARNING: --reduce-range on a CPU of class {cpu_class}: its INT8 kernels gain "
-            "nothing from 7-bit weights (only AVX2 CPUs without VNNI do), which cost "
-            "precision (about 3 dB of logits SQNR on efficientnet_lite0)"
-        )
+    costs = {  # flag: what its weights cost (docs/measurements.md, efficientnet_lite0)
+        "--reduce-range": (opts.quant.reduce_range, "7-bit weights (about 3 dB of SQNR)"),
+        "--fit-pairs": (opts.quant.fit_pairs, "coarser grids where pairs would not fit"),
+    }
+    for flag, (given, cost) in costs.items():
+        if given and cpu_class != "AVX2":
+            say(
+                f"WARNING: {flag} on a CPU of class {cpu_class}: its INT8 kernels gain "
+                f"nothing from {cost}, which cost precision (only AVX2 CPUs without VNNI "
+                "gain)"
+            )
     no_fast_path = cpu_class == select.NO_FAST_PATH
     if no_fast_path and not opts.quant.simulate:
         say(

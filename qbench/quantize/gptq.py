@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from ..core.errors import QBenchError
 from .fakequant import module_weight, quantized
+from .pairs import second_bounds
 from .params import INT8_MAX, with_integers
 from .plan import overflow_reason
 
@@ -38,7 +39,7 @@ MAX_INPUTS = 4608  # weights per output channel (d) up to which GPTQ rounds a la
 # largest 3x3 conv); H takes d^2 memory and its factor d^3 time: larger layers keep nearest
 
 
-def gptq_round(rows, scale, hessian, damp=DAMP, qmax=INT8_MAX):
+def gptq_round(rows, scale, hessian, damp=DAMP, qmax=INT8_MAX, partner=None):
     """Round weight rows to int8 with GPTQ.
 
     Args:
@@ -47,6 +48,9 @@ def gptq_round(rows, scale, hessian, damp=DAMP, qmax=INT8_MAX):
         hessian: float tensor (G, d, d): sum of p p^T over the group's input patches p.
         damp: fraction of the mean diagonal added to the diagonal, >= 0.
         qmax: the grid's largest |integer| (127; 63 for 7-bit weights).
+        partner: None, or int64 tensor (d,): the column each column pairs with for AVX2's
+            int16 sums (-1: none; ``pair_partners``). The later-rounded column of a pair is
+            kept within ``pairs.second_bounds`` of the other, its error moved on as any.
 
     Returns:
         float32 tensor (G, O, d) of integers in [-qmax, qmax].
@@ -63,8 +67,11 @@ def gptq_round(rows, scale, hessian, damp=DAMP, qmax=INT8_MAX):
     w = torch.gather(rows.float(), 2, order[:, None, :].expand(g, o, d)).clone()
     h = torch.gather(h, 1, order[:, :, None].expand(g, d, d))
     h = torch.gather(h, 2, order[:, None, :].expand(g, d, d))
-    q = _rounded_blocks(w, scale.float(), _inverse_factor(h), qmax)
     back = torch.argsort(order, dim=1)
+    if partner is not None:  # each column's partner's place in each group's order, or -1
+        moved = torch.gather(back, 1, partner.clamp(min=0)[order])
+        partner = torch.where(partner[order] >= 0, moved, -1)
+    q = _rounded_blocks(w, scale.float(), _inverse_factor(h), qmax, partner)
     return torch.gather(q, 2, back[:, None, :].expand(g, o, d))
 
 
@@ -83,7 +90,7 @@ def _inverse_factor(h):
     return inv[:, flip][:, :, flip].float()
 
 
-def _rounded_blocks(w, scale, u, qmax):
+def _rounded_blocks(w, scale, u, qmax, partner):
     """GPTQ's loop over the columns of ``w`` (G, O, d), in blocks of ``BLOCK`` whose errors
     reach the later columns in one matrix product (the paper's lazy batch updates)."""
     q = torch.empty_like(w)
@@ -92,7 +99,7 @@ def _rounded_blocks(w, scale, u, qmax):
         for start in range(0, w.shape[2], BLOCK):
             torch.set_num_threads(1)  # small ops: threads would only wait for each other
             end = min(start + BLOCK, w.shape[2])
-            err = _round_block(w, scale, u, q, (start, end), qmax)
+            err = _round_block(w, scale, u, q, (start, end), (qmax, partner))
             torch.set_num_threads(threads)
             w[:, :, end:] -= err @ u[:, start:end, end:]
     finally:
@@ -100,18 +107,43 @@ def _rounded_blocks(w, scale, u, qmax):
     return q
 
 
-def _round_block(w, scale, u, q, columns, qmax):
-    """Round ``columns`` (start, end) of ``w`` into ``q`` in [-qmax, qmax], each one's error
-    moved onto the block's later columns; returns the scaled errors (G, O, end - start)."""
+def _round_block(w, scale, u, q, columns, grid):
+    """Round ``columns`` (start, end) of ``w`` into ``q`` on ``grid`` (qmax, partner: see
+    ``_bounds``), each one's error moved onto the block's later columns; returns the scaled
+    errors (G, O, end - start)."""
     start, end = columns
     block, err = w[:, :, start:end].clone(), torch.empty_like(w[:, :, start:end])
     ub = u[:, start:end, start:end]
     for i in range(end - start):
         col = block[:, :, i]
-        q[:, :, start + i] = torch.clamp(torch.round(col / scale), -qmax, qmax)
+        low, high = _bounds(q, start + i, *grid)
+        q[:, :, start + i] = torch.clamp(torch.round(col / scale), low, high)
         err[:, :, i] = (col - q[:, :, start + i] * scale) / ub[:, i, i][:, None]
         block[:, :, i + 1 :] -= err[:, :, i, None] * ub[:, None, i, i + 1 :]
     return err
+
+
+def _bounds(q, column, qmax, partner):
+    """The integers column ``column`` of ``q`` (G, O, d) may take: [-qmax, qmax], narrowed
+    to ``pairs.second_bounds`` of its partner (``partner`` (G, d): its place in the order,
+    or -1) where the partner is rounded already. Tensors (G, O), or numbers."""
+    if partner is None:
+        return -qmax, qmax
+    place = partner[:, column]
+    first = torch.gather(q, 2, place.clamp(min=0)[:, None, None].expand(-1, q.shape[1], 1))
+    first = torch.where(((place >= 0) & (place < column))[:, None], first[:, :, 0], 0)
+    low, high = second_bounds(first)
+    return low.clamp(min=-qmax), high.clamp(max=qmax)
+
+
+def pair_partners(d, taps):
+    """Per column of weight rows ordered (input channel, kernel row, kernel column) with
+    ``taps`` = kH x kW columns per channel (1 for matmul), the column of the same kernel
+    position in the pair's other channel (``pairs``: channels 2j and 2j + 1), or -1 for an
+    odd last channel: int64 tensor (d,)."""
+    column = torch.arange(d)
+    other = torch.bitwise_xor(column // taps, 1) * taps + column % taps
+    return torch.where(other < d, other, -1)
 
 
 def conv_hessian(x, kernel, stride, padding, dilation, groups):
@@ -231,7 +263,10 @@ def _rounded(layer, plan, h):
     rows = torch.from_numpy(w.reshape(groups, len(w) // groups, -1).astype(np.float32))
     scale = np.broadcast_to(np.asarray(plan.weight.scale, np.float64), (len(w),))
     scale = torch.from_numpy(scale.reshape(groups, -1).astype(np.float32))
-    q = gptq_round(rows, scale, h, qmax=plan.weight.qmax).numpy().reshape(w.shape)
+    taps = int(np.prod(w.shape[2:]))  # kH x kW; 1 for matmul
+    partner = pair_partners(rows.shape[2], taps) if plan.weight.fit_pairs else None
+    q = gptq_round(rows, scale, h, qmax=plan.weight.qmax, partner=partner)
+    q = q.numpy().reshape(w.shape)
     return np.moveaxis(q, 0, layer.channel_axis).astype(np.int8)
 
 
@@ -279,5 +314,8 @@ def _with_q(layer, plan, q):
     if reason:
         log.warning("layer %s: nearest rounding kept, GPTQ's %s", layer.name, reason)
         return plan
-    weight = with_integers(layer.weight, q, plan.weight.scale, layer.channel_axis, plan.weight.qmax)
+    weight = plan.weight
+    weight = with_integers(
+        layer.weight, q, weight.scale, layer.channel_axis, weight.qmax, weight.fit_pairs
+    )
     return replace(plan, weight=weight)

@@ -76,7 +76,9 @@ def _decisions(layers, config):
         reason, weight = _skip_reason(layer, config, first_conv), None
         if not reason:
             qmax = INT7_MAX if config.reduce_range else INT8_MAX
-            weight = quantize_weight(layer.weight, layer.channel_axis, config.per_channel, qmax)
+            weight = quantize_weight(
+                layer.weight, layer.channel_axis, config.per_channel, qmax, config.fit_pairs
+            )
             reason = overflow_reason(weight.q, layer.channel_axis)
             if reason:
                 log.warning("layer %d %s: kept in FP32: %s", layer.index, layer.name, reason)

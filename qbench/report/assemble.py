@@ -67,6 +67,8 @@ def precision(quant):
 def _weight_words(quant):
     if quant.reduce_range:
         return "int8 of 7-bit values ([-63, 63], --reduce-range)"
+    if quant.fit_pairs:
+        return "int8, pairs fitting int16 sums (--fit-pairs)"
     return "int8"
 
 

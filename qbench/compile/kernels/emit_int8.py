@@ -92,7 +92,10 @@ def _flat_input(bb, layer, packing):
     a multiple of the block: resnet's 7x7 stem on 3 channels, 6 groups of 4 bytes against
     7), the dilation is 1 and the layer reads the graph's quantize; else None. The right
     padding grows by the pixels the last output's groups read past the row (their weights
-    are 0)."""
+    are 0). Not for ``vpmaddubsw`` where a pair of the flat rows' weights (two taps or two
+    channels of one group) would saturate its int16 sums: ``QuantConfig.fit_pairs`` fits
+    the pairs of channels that NCHW[block]c holds."""
+    from ...quantize.pairs import pairs_fit
     from . import layout
     from .conv2d import out_size
 
@@ -101,6 +104,9 @@ def _flat_input(bb, layer, packing):
     if tuple(int(d) for d in layer.attrs.dilation) != (1, 1):
         return None
     if groups >= kw * -(-channels // packing.block):
+        return None
+    weight = layout.pack_flat_weight(layer.weight, packing.block, packing.weight_dtype)
+    if packing.instruction == "vpmaddubsw" and not pairs_fit(weight, axis=-1):
         return None
     top, left, bottom, right = (int(p) for p in layer.padding)
     sh, sw = (int(s) for s in layer.attrs.strides)
@@ -111,7 +117,6 @@ def _flat_input(bb, layer, packing):
     data = _quantized_input(bb, layer, (top, left, bottom, right), packed, flat=True)
     if data is None:
         return None
-    weight = layout.pack_flat_weight(layer.weight, packing.block, packing.weight_dtype)
     return data, _const(weight, weight.dtype.name), (sh, sw * channels)
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...quantize.params import INT7_MAX
+from ...quantize.pairs import pairs_fit
 from . import emit_fp32, emit_int8
 from .layout import PACKINGS
 from .patterns import (
@@ -63,9 +63,11 @@ class Kernel:
     accepts: Callable = None  # layer -> bool, where the kernel takes only some layers
 
 
-def _fits_int7(layer):
-    """Whether ``layer``'s int8 weights all lie in [-63, 63] (``QuantConfig.reduce_range``)."""
-    return int(np.abs(layer.weight.astype(np.int16)).max(initial=0)) <= INT7_MAX
+def _pairs_fit(layer):
+    """Whether every pair of ``layer``'s int8 weights fits ``vpmaddubsw``'s int16 sums
+    (``quantize.pairs``): 7-bit weights (``QuantConfig.reduce_range``) always do, 8-bit ones
+    with ``QuantConfig.fit_pairs`` or by chance."""
+    return pairs_fit(layer.weight)
 
 
 def _int8_gemm(path, features, cpu_class, accepts=None):
@@ -100,7 +102,7 @@ KERNELS = (
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
     _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
     _int8_gemm("avx512bw", ("avx512bw",), "AVX-512BW"),
-    _int8_gemm("avx2_u8", ("avx2",), "", _fits_int7),  # --reduce-range's 7-bit weights
+    _int8_gemm("avx2_u8", ("avx2",), "", _pairs_fit),  # --reduce-range, --fit-pairs
     _int8_gemm("avx2", ("avx2",), "AVX2"),
     _int8_gemm("neon_dot", ("dotprod",), "Arm dot product"),
     Kernel(
