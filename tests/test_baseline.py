@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qbench.baseline.validate import CHECKED
 from qbench.cli.main import main
 from qbench.measure.metrics import latency_stats, per_image
 
@@ -63,7 +64,7 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
     """A schema-2 report: what compare, save and history read set here, the rest from the
     golden fixture."""
     rng = np.random.default_rng(seed)
-    return json.loads(FULL.read_text()) | {
+    report = json.loads(FULL.read_text()) | {
         "created": created,
         "environment": {
             "cpu": "AMD EPYC",
@@ -81,6 +82,35 @@ def _fixture(seed=0, created="2026-11-30T10:00:00+00:00", calib_mode="percentile
             "tvm_int8": _runner(rng, 2.5, [1] * 38 + [0, 0], [1] * 28 + [0] * 12),
         },
     }
+    report["signoff"]["checks"] = _made_checks(report["results"])
+    return report
+
+
+def check_dict(name, value, limit, passed, unit):
+    """A sign-off check as report.json holds it, of the ``>=`` kind."""
+    return {
+        "name": name,
+        "value": value,
+        "op": ">=",
+        "limit": limit,
+        "passed": passed,
+        "unit": unit,
+    }
+
+
+UNITS = {"sqnr_db": "dB", "cosine": "cosine", "nonfinite_logits": "count"}  # else fractions
+
+
+def _made_checks(results):
+    """The checks every run makes (``validate.CHECKED``): each its metric's value where the
+    fixture has one, passed at a limit of 0, else not applicable (null)."""
+    checks = []
+    for name, (runner, key) in CHECKED.items():
+        value = results[runner]["metrics"].get(key)
+        given = value is not None
+        limit, passed = (0.0, True) if given else (None, None)
+        checks.append(check_dict(name, value, limit, passed, UNITS.get(key, "fraction")))
+    return checks
 
 
 FAILED_CHECK = {  # a failed sign-off check, for a FAIL verdict: it must have one
@@ -92,7 +122,18 @@ FAILED_CHECK = {  # a failed sign-off check, for a FAIL verdict: it must have on
 def _failed(report):
     """``report`` with the sign-off FAIL, its SQNR check failed (and the metric its value)."""
     report["results"]["tvm_int8"]["metrics"]["sqnr_db"] = FAILED_CHECK["value"]
-    return report | {"signoff": {"verdict": "FAIL", "shown": True, "checks": [FAILED_CHECK]}}
+    return with_checks(report, "FAIL", [FAILED_CHECK])
+
+
+def with_checks(report, verdict, checks):
+    """``report`` with this sign-off ``verdict`` and ``checks`` (dicts) in place of its
+    checks of the same names, the others kept (every run makes the checks that
+    ``baseline.validate.CHECKED`` names)."""
+    named = {c["name"]: c for c in checks}
+    kept = [named.pop(c["name"], c) for c in report["signoff"]["checks"]]
+    return report | {
+        "signoff": {"verdict": verdict, "shown": True, "checks": kept + [*named.values()]}
+    }
 
 
 def _write(tmp_path, name, report):
@@ -206,13 +247,19 @@ def test_load_that_slows_pytorch_more_than_tvm_is_not_judged_an_improvement(tmp_
     )
 
 
+def lost_twelve(report):
+    """``report`` with 12 of INT8's 38 agreeing images lost, none gained (26/40), in its
+    outcomes, metrics and sign-off check."""
+    int8 = report["results"]["tvm_int8"]
+    int8["per_image"]["top1_match"] = [0] * 12 + [1] * 26 + [0, 0]
+    int8["metrics"].update(top1_agreement=26 / 40, top1_agreement_count=26)
+    check = {"name": "INT8 top-1 agreement", "value": 0.65, "op": ">=", "limit": 0.0}
+    return with_checks(report, "PASS", [check | {"passed": True, "unit": "fraction"}])
+
+
 def test_twelve_images_lost_in_agreement_is_a_regression(tmp_path):
     _saved(tmp_path, _fixture())
-    worse = _fixture()
-    int8 = worse["results"]["tvm_int8"]
-    int8["per_image"]["top1_match"] = [0] * 12 + [1] * 26 + [0, 0]  # 12 lost, none gained
-    int8["metrics"].update(top1_agreement=26 / 40, top1_agreement_count=26)
-    assert _compare(tmp_path, worse) == 1
+    assert _compare(tmp_path, lost_twelve(_fixture())) == 1
 
 
 def test_another_calibration_mode_is_not_comparable_naming_the_nested_field(tmp_path, capsys):

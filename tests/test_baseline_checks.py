@@ -14,9 +14,15 @@ from test_baseline import (
     _saved,
     _stored,
     _write,
+    lost_twelve,
+    with_checks,
+)
+from test_baseline import (
+    check_dict as _check,
 )
 
 from qbench.baseline.history import labels
+from qbench.baseline.validate import CHECKED
 from qbench.cli.main import main
 
 
@@ -30,6 +36,14 @@ def _set(report, dotted, value):
     for k in parents:
         obj = obj[k]
     obj[last] = value
+
+
+SQNR_AT = list(CHECKED).index("INT8 logits SQNR")  # its place in a run's checks
+
+
+def _checks_with(check):
+    """The fixture's sign-off checks with ``check`` in place of the one of its name."""
+    return with_checks(_fixture(), "PASS", [check])["signoff"]["checks"]
 
 
 DAMAGES = {  # dotted field: (bad value, text the message must hold)
@@ -49,16 +63,28 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
     "speed.noisy": ("yes", "speed.noisy: expected true or false"),
     "results.tvm_int8.metrics.top1_agreement_count": (  # the fixture's outcomes hold 38 ones
         20,
-        "per_image.top1_match: expected 20 ones (top1_agreement_count), got 38",
+        "results.tvm_int8.metrics.top1_agreement: expected its count over its total (20/40), "
+        "got 0.95",
     ),
+    "results.tvm_fp32.per_image.top1_match": (  # its count says 40
+        [1] * 20 + [0] * 20,
+        "per_image.top1_match: expected 40 ones (top1_agreement_count), got 20",
+    ),
+    "results.tvm_int8.metrics.cosine": (1.5, "results.tvm_int8.metrics.cosine: expected a cosine"),
+    "environment.threads": ("two", "environment.threads: expected a int, got 'two'"),
     "signoff": (  # a failed check's flag edited to passed, and the verdict with it
-        {"verdict": "PASS", "shown": True, "checks": [FAILED_CHECK | {"passed": True}]},
-        "signoff.checks[0].passed: expected False for 12.2 >= 17.0, got True",
+        {"verdict": "PASS", "shown": True, "checks": _checks_with(FAILED_CHECK | {"passed": True})},
+        f"signoff.checks[{SQNR_AT}].passed: expected False for 12.2 >= 17.0, got True",
     ),
     "signoff.checks": (  # a FAIL edited to PASS
-        [FAILED_CHECK],
+        _checks_with(FAILED_CHECK),
         "signoff.verdict: expected the verdict its checks give, got PASS with failed checks "
         "(INT8 logits SQNR)",
+    ),
+    "signoff.checks ": (  # emptied (the trailing space: another key, the same field)
+        [],
+        "signoff.checks: expected each of the checks every run makes once, got 'PyTorch FP32 "
+        "non-finite logits' 0 times",
     ),
 }
 
@@ -68,7 +94,7 @@ def test_a_damaged_report_field_exits_2_naming_the_file_and_field(tmp_path, caps
     _saved(tmp_path, _fixture())
     report = _fixture()
     value, text = DAMAGES[field]
-    _set(report, field, value)
+    _set(report, field.strip(), value)
     assert _compare(tmp_path, report) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "new" / "report.json") in err and text in err
@@ -99,9 +125,10 @@ def test_a_check_value_other_than_its_metric_exits_2(tmp_path, capsys, name):
     _saved(tmp_path, _fixture())
     value, op, limit, text = EDITED_VALUES[name]
     check = {"name": name, "value": value, "op": op, "limit": limit, "passed": True, "unit": ""}
-    report = _fixture() | {"signoff": {"verdict": "PASS", "shown": True, "checks": [check]}}
+    report = with_checks(_fixture(), "PASS", [check])
+    at = [c["name"] for c in report["signoff"]["checks"]].index(name)
     assert _compare(tmp_path, report) == 2
-    assert f"signoff.checks[0].value: expected {text}" in capsys.readouterr().err
+    assert f"signoff.checks[{at}].value: expected {text}" in capsys.readouterr().err
     check["value"] = {"INT8 top-1 accuracy drop": 5.0, "INT8 logits SQNR": 25.0}.get(name, 0.95)
     assert _compare(tmp_path, report) == 0  # the values the metrics give
 
@@ -112,6 +139,8 @@ def test_per_image_outcomes_of_another_length_are_said_untested(tmp_path):
     metrics = _int8(report)["metrics"]
     _int8(report)["per_image"]["top1_match"] = [1] * 41
     metrics.update(top1_agreement=1.0, top1_agreement_count=41, top1_agreement_total=41)
+    agreement = {"name": "INT8 top-1 agreement", "value": 1.0, "op": ">=", "limit": 0.0}
+    report = with_checks(report, "PASS", [agreement | {"passed": True, "unit": "fraction"}])
     assert _compare(tmp_path, report, "--json", str(tmp_path / "c.json")) == 0
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     (row,) = [r for r in rows if r["metric"] == "top-1 agreement" and r["runner"] == "tvm_int8"]
@@ -122,11 +151,8 @@ def test_a_baseline_from_another_machine_leaves_latency_unjudged(tmp_path, capsy
     other = _fixture()
     other["environment"]["cpu"] = "Intel Xeon"
     _saved(tmp_path, other)
-    slowed = _fixture()
+    slowed = lost_twelve(_fixture())  # an accuracy regression
     _int8(slowed)["latency_samples_ms"] = [2 * s for s in _int8(slowed)["latency_samples_ms"]]
-    lost = [0] * 12 + [1] * 26 + [0, 0]  # 12 images lost: an accuracy regression
-    _int8(slowed)["per_image"]["top1_match"] = lost
-    _int8(slowed)["metrics"].update(top1_agreement=26 / 40, top1_agreement_count=26)
     stored = str(_stored(tmp_path))  # a stored baseline file is a valid --baseline
     new = str(_write(tmp_path, "new", slowed | {"created": LATER}))
     assert main(["compare", new, "--baseline", stored, "--json", str(tmp_path / "c")]) == 1
@@ -271,17 +297,6 @@ def test_history_labels_of_runs_in_one_minute_differ():
     ]
 
 
-def _check(name, value, limit, passed, unit):
-    return {
-        "name": name,
-        "value": value,
-        "op": ">=",
-        "limit": limit,
-        "passed": passed,
-        "unit": unit,
-    }
-
-
 SQNR_OK = _check("INT8 logits SQNR", 61.3, 17.0, True, "dB")
 SPEED_OK = _check("INT8 speed-up over TVM FP32", 1.6, 1.0, True, "speed-up")
 
@@ -290,7 +305,7 @@ def _signed_off(report, verdict, checks):
     """``report`` with this sign-off, its SQNR metric the value of its SQNR check."""
     (sqnr,) = [c["value"] for c in checks if c["name"] == "INT8 logits SQNR"]
     _int8(report)["metrics"]["sqnr_db"] = sqnr
-    return report | {"signoff": {"verdict": verdict, "shown": True, "checks": checks}}
+    return with_checks(report, verdict, checks)
 
 
 @pytest.mark.parametrize(
@@ -343,6 +358,23 @@ def test_a_cosine_taken_over_other_values_than_the_baselines_is_not_comparable(t
     assert next(x for x in out.splitlines() if x.startswith("compare: ")).startswith(
         "compare: NO REGRESSION"
     )
+
+
+def test_an_sqnr_judged_in_another_space_than_the_baselines_is_not_comparable(tmp_path, capsys):
+    """A single-value model's baseline judged its SQNR as is (61.3 dB, an offset shared by
+    every image in the signal); this run judges it less the mean over the images (12.2 dB,
+    failed under 17): another measure, not a regression."""
+    base = _signed_off(_fixture(), "PASS", [SQNR_OK])
+    _int8(base)["metrics"]["judged_space"] = "as is"
+    _saved(tmp_path, base)
+    new = _signed_off(_fixture(created=LATER), "FAIL", [FAILED_CHECK])
+    _int8(new)["metrics"]["judged_space"] = "each value less the reference's mean over the images"
+    assert _compare(tmp_path, new) == 0
+    out = capsys.readouterr().out
+    said = "not comparable: judged on as is, now on each value less"
+    rows = [x for x in out.splitlines() if x.startswith(("sign-off: INT8 logits SQNR", "SQNR"))]
+    rows = [x for x in rows if "TVM FP32" not in x]  # the FP32 build's: no space recorded
+    assert len(rows) == 2 and all(said in x for x in rows), rows
 
 
 def test_another_run_of_the_same_second_is_not_dropped(tmp_path, capsys):

@@ -64,7 +64,9 @@ def test_a_real_runs_fractions_are_their_counts_over_their_totals(tiny_run):
     [  # two logits (rows that sum to 2: no probabilities), centred: ref (1, -1), (-1, 1);
         # out (.25, -.25), (-1, 1); by hand 2.5 / (2 x sqrt(2.125)), each row's own cosine 1
         ([[2.0, 0.0], [0.0, 2.0]], [[1.0, 0.5], [0.0, 2.0]], 1.25 / math.sqrt(2.125)),
-        ([[1.0], [2.0]], [[2.0], [1.0]], 4 / 5),  # a single value: (2 + 2) / (sqrt 5 sqrt 5)
+        # a single value, less the reference's mean over the images (1.5): (-.5, .5) against
+        # (.5, -.5), opposite
+        ([[1.0], [2.0]], [[2.0], [1.0]], -1.0),
     ],
 )
 def test_a_row_of_one_degree_of_freedom_takes_the_cosine_over_all_values(ref, out, expected):
@@ -79,6 +81,16 @@ def test_a_row_of_one_degree_of_freedom_takes_the_cosine_over_all_values(ref, ou
     assert mean_row_cosine(*centred) == pytest.approx(1.0)  # what the mean of rows had said
     three = compare_logits(np.array([[1.0, 0.0, 0.0]]), np.array([[1.0, 0.5, 0.0]]))
     assert three["cosine_over"] == "rows"
+
+
+def test_a_single_values_offset_shared_by_every_image_does_not_count():
+    """A value of 50 +- 1 against an unrelated one of 50 +- 2 (a break-test find): as is,
+    cosine 0.9997 and SQNR 31.6 dB, a PASS. Less the reference's mean over the images (50):
+    (1, -1, 0) against (0, 0, 2), cosine 0 and SQNR 10 log10(2 / 6) = -4.77 dB by hand."""
+    m = compare_logits(np.array([[51.0], [49.0], [50.0]]), np.array([[50.0], [50.0], [52.0]]))
+    assert m["cosine"] == pytest.approx(0.0, abs=1e-12)
+    assert m["sqnr_db"] == pytest.approx(10 * math.log10(2 / 6), rel=1e-12)
+    assert m["max_abs_diff"] == 2.0 and m["judged_space"].startswith("each value less")
 
 
 @pytest.mark.parametrize("size", [1.0, 1e-8, 1e-160, 1e150])

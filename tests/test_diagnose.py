@@ -232,6 +232,9 @@ def test_holdout_is_disjoint_from_calibration_and_evaluation():
     assert len(set(held)) == 20 and not set(held) & (set(chosen.calib) | set(chosen.eval))
     with pytest.raises(UserError, match=r"--holdout-size 21: .* valid: 1..20"):
         holdout(images, chosen, 21, seed=3)
+    everything = split(images, 10, 40, seed=3)  # no image left: not "valid: 1..0"
+    with pytest.raises(UserError, match=r"take 50; none is left for it \(lower --eval-size"):
+        holdout(images, everything, 1, seed=3)
 
 
 @pytest.mark.parametrize("source", ["synthetic"])
@@ -364,7 +367,12 @@ def build():
 
 
 @pytest.mark.parametrize(
-    "args", [["diagnose"], ["run", "--diagnose"], ["run", "--accuracy-target", "0.9"]]
+    "args",
+    [
+        ["diagnose"],
+        ["run", "--diagnose"],
+        ["run", "--accuracy-target", "0.9", "--holdout-size", "4"],
+    ],
 )
 def test_a_functional_conv_stops_a_diagnosis_before_calibration(tmp_path, capsys, args):
     """Diagnosis needs each INT8 layer's nn.Conv2d/nn.Linear module: a functional conv is
@@ -373,7 +381,7 @@ def test_a_functional_conv_stops_a_diagnosis_before_calibration(tmp_path, capsys
     path.write_text(FUNCTIONAL_CONV)
     common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
     common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r")]
-    common += ["--cache-dir", str(tmp_path / "c"), "--holdout-size", "4"]
+    common += ["--cache-dir", str(tmp_path / "c")]
     code = main([*args[:1], *common, *args[1:]])
     err = capsys.readouterr().err
     assert code == 2 and "is not an nn.Conv2d or nn.Linear" in err
@@ -449,8 +457,8 @@ def test_a_single_logit_model_has_no_agreement_target_and_no_agreement(tmp_path,
     path.write_text(C06_MODEL)
     common = ["--model", f"{path}:build", "--data", "synthetic", "--calib-size", "4"]
     common += ["--eval-size", "4", "--reports-dir", str(tmp_path / "r"), "--batch-size", "1"]
-    common += ["--cache-dir", str(tmp_path / "c"), "--holdout-size", "4"]
-    assert main(["run", *common, "--accuracy-target", "0.99"]) == 2
+    common += ["--cache-dir", str(tmp_path / "c")]
+    assert main(["run", *common, "--accuracy-target", "0.99", "--holdout-size", "4"]) == 2
     err = capsys.readouterr().err
     assert "single output logit" in err and "calibration:" not in err
     assert main(["diagnose", *common]) == 0
@@ -484,3 +492,16 @@ def test_a_target_of_100_percent_says_no_number_of_held_out_images_can_show_it()
     report = DiagnosisReport("m", cal, {}, 8, 3, 30.0, None, (), (), fb, (), 1.0)
     lines = summary(report)
     assert "16 held-out images cannot show 1.0: no number of images can" in "\n".join(lines)
+
+
+def test_a_single_value_is_judged_about_the_mean_over_every_batch():
+    """Batches of one image each (a per-batch mean would leave nothing): 51, 49, 50 against
+    50, 50, 52 about the reference's mean 50 are (1, -1, 0) and (0, 0, 2): cosine 0 and
+    SQNR 10 log10(2 / 6) by hand, as ``compare_logits`` judges the run's output."""
+    from qbench.diagnose.energy import Energy
+
+    energy = Energy()
+    for r, o in ((51.0, 50.0), (49.0, 50.0), (50.0, 52.0)):
+        energy.add(torch.tensor([[r]]), torch.tensor([[o]]), about_mean=True)
+    assert energy.cosine == pytest.approx(0.0, abs=1e-12)
+    assert energy.sqnr_db == pytest.approx(10 * math.log10(2 / 6), rel=1e-12)

@@ -23,6 +23,7 @@ from qbench.measure.metrics import (
     LOG_ODDS,
     LOG_PROBABILITIES,
     LOGITS,
+    OVER_IMAGES,
     PERCENTAGES,
     PROBABILITIES,
     SIGMOIDS,
@@ -214,15 +215,15 @@ def test_c28_the_report_names_sigmoid_outputs_and_their_log_odds(c28):
     assert "judged on log-odds (log(p / (1 - p)) of each value p" in line
 
 
-def test_c28_a_single_value_is_judged_as_is(c28):
-    """C28, K = 1: no softmax over one value; it is judged as is and the report says so."""
+def test_c28_a_single_value_is_judged_less_its_mean_over_the_images(c28):
+    """C28, K = 1: no softmax over one value; it is judged less the reference's mean over
+    the images (no offset shared by every image counts), and the report says so."""
     run = c28["single"]
-    assert run.kind == SINGLE and run.int8["judged_space"] == AS_IS
+    assert run.kind == SINGLE and run.int8["judged_space"] == OVER_IMAGES
     assert "top1_agreement" not in run.int8  # no ranking: the fidelity checks judge
     assert run.checks["INT8 logits SQNR"]["value"] == pytest.approx(run.int8["sqnr_db"], abs=1e-6)
-    assert "- output: a single value per image; max abs diff, cosine and SQNR judged on it " in (
-        run.markdown
-    )
+    words = "- output: a single value per image; max abs diff, cosine and SQNR judged on each "
+    assert words + "value less the reference's mean over the images (an offset" in run.markdown
     assert "; cosine over all values (a row has one degree of freedom" in run.markdown
 
 
@@ -404,11 +405,12 @@ def test_c28_a_saturated_sigmoid_is_clipped_at_float32s_resolution():
     np.testing.assert_allclose(j, [[edge, -edge, 0.0]], atol=1e-9)
 
 
-def test_c28_a_single_value_is_compared_as_is():
-    """C28, K = 1: judged as is: SQNR 10 log10(42) of test_signoff's single logits."""
+def test_c28_a_single_value_is_compared_less_the_references_mean():
+    """C28, K = 1: test_signoff's single logits less their mean 0.5: (1.5, -1.5, 0) against
+    (1.75, -1.25, 0), SQNR 10 log10(4.5 / 0.125) = 10 log10(36)."""
     m = compare_logits([[2.0], [-1.0], [0.5]], [[2.25], [-0.75], [0.5]])
-    assert m["judged_space"] == AS_IS
-    assert m["sqnr_db"] == pytest.approx(10 * math.log10(42))
+    assert m["judged_space"] == OVER_IMAGES
+    assert m["sqnr_db"] == pytest.approx(10 * math.log10(36))
 
 
 def test_c28_a_report_from_before_reads_as_logits_judged_as_is():

@@ -193,9 +193,11 @@ def test_fidelity_checks_of_nonfinite_int8_logits_fail_with_the_reason():
 # K = 1: one logit per image. INT8 is off by 0.25 on two of three images.
 SINGLE = [[2.0], [-1.0], [0.5]]
 SINGLE_INT8 = [[2.25], [-0.75], [0.5]]
-SINGLE_SQNR_DB = 10 * math.log10((4 + 1 + 0.25) / (0.0625 + 0.0625))  # 10 log10(42) = 16.23
-# one cosine over the three values (each row's own is +-1): 5.5 / sqrt(5.25 x 5.875) = 0.9903
-SINGLE_COSINE = (4.5 + 0.75 + 0.25) / math.sqrt(5.25 * (5.0625 + 0.5625 + 0.25))
+# judged less the reference's mean over the images (0.5): (1.5, -1.5, 0) against (1.75,
+# -1.25, 0). SQNR 10 log10(4.5 / 0.125) = 15.56 dB; one cosine over the three values (each
+# row's own is +-1): 4.5 / sqrt(4.5 x 4.625) = 0.9864
+SINGLE_SQNR_DB = 10 * math.log10((2.25 + 2.25) / (0.0625 + 0.0625))
+SINGLE_COSINE = (2.625 + 1.875) / math.sqrt(4.5 * (3.0625 + 1.5625))
 
 
 def test_a_single_logit_is_judged_by_fidelity_not_ranking():
@@ -214,10 +216,12 @@ def test_a_single_logit_is_judged_by_fidelity_not_ranking():
     assert signoff(results, limits, 1).verdict == "PASS"  # ranking limits do not apply
     low = signoff(results, _limits(min_sqnr_db=round(SINGLE_SQNR_DB, 6) + 1e-6), 1)
     assert _failed(low) == ["INT8 logits SQNR"]
-    flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # (4 - 1 + .25) / 5.25
+    flipped = _compared(SINGLE, [[2.0], [1.0], [0.5]], labels)  # (1.5, .5, 0): 1.5 / sqrt 11.25
     out = signoff(flipped, _limits(min_cosine=0.7), 1)
     assert _failed(out) == ["INT8 logits cosine"]
-    assert _check(out, "INT8 logits cosine").value == pytest.approx(3.25 / 5.25, abs=1e-6)
+    assert _check(out, "INT8 logits cosine").value == pytest.approx(
+        1.5 / math.sqrt(11.25), abs=1e-6
+    )
 
 
 def test_up_to_five_classes_have_no_top5_check():
@@ -236,9 +240,9 @@ def test_the_signoff_table_shows_units_and_not_applicable_checks():
     results = _compared(SINGLE, SINGLE_INT8)
     verdict = signoff(results, _limits(min_sqnr_db=17.0, min_cosine=0.99), 1)
     rows = {line.split("  ")[0]: line for line in signoff_table(verdict, "simple").splitlines()}
-    assert "16.2 dB" in rows["INT8 logits SQNR"] and ">= 17.0 dB" in rows["INT8 logits SQNR"]
+    assert "15.6 dB" in rows["INT8 logits SQNR"] and ">= 17.0 dB" in rows["INT8 logits SQNR"]
     assert rows["INT8 logits SQNR"].endswith("FAIL")
-    assert "0.9903" in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
+    assert "0.986 " in rows["INT8 logits cosine"] and ">= 0.990" in rows["INT8 logits cosine"]
     top1 = rows["INT8 top-1 agreement"]
     assert "not applicable: a single output logit" in top1 and top1.endswith("n/a")
 

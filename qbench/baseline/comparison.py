@@ -190,18 +190,19 @@ def _signoff_rows(baseline, report):
     row. A fidelity or accuracy check crossing its limit is a regression, with no test
     needed: the limit is the team's own, and SQNR and cosine have no per-image test, so a
     drop through their limits is caught here alone. A speed check's row is shown untested:
-    the latency rows judge speed, with their tests and load control. A cosine check of runs
-    whose cosines were taken over different values (``_cosine_alike``) is not comparable."""
+    the latency rows judge speed, with their tests and load control. An SQNR or cosine check
+    of runs that judged the output's error differently (``_judged_alike``) is not
+    comparable."""
     before = {c.name: c for c in baseline.signoff.checks}
-    unlike = _cosine_alike(*(_int8_metrics(r) for r in (baseline, report)))
+    int8 = [_int8_metrics(r) for r in (baseline, report)]
     rows, counted = [], False
     for check in report.signoff.checks:
         if check.passed is not False:
             continue
         speed = check.unit in SPEED_UNITS
         verdict = UNTESTED if speed else stats.REGRESSION
-        if check.unit == "cosine" and unlike:
-            verdict = unlike
+        if check.unit in JUDGED_UNITS:
+            verdict = _judged_alike(*int8, check.unit == "cosine") or verdict
         counted = counted or verdict == stats.REGRESSION
         old = before.get(check.name)
         if old is None or old.passed is not True:
@@ -339,17 +340,26 @@ def _shown_row(name, base, new, metric):
         return None
     if metric in COUNTED:
         return _row(TITLES[metric], name, _counts(base, metric), _counts(new, metric))
-    verdict = UNTESTED if metric != "cosine" else _cosine_alike(base, new) or UNTESTED
-    return _row(TITLES[metric], name, base.get(metric), new.get(metric), verdict=verdict)
+    verdict = _judged_alike(base, new, metric == "cosine") if metric in JUDGED else None
+    return _row(TITLES[metric], name, base.get(metric), new.get(metric), verdict=verdict or "-")
 
 
-def _cosine_alike(base, new):
-    """None where both runs took the cosine over the same values (``metrics.cosine_over``;
-    a report from before it was recorded took it over rows), else why not comparable."""
+JUDGED = ("sqnr_db", "cosine")  # figures of the judged space; their sign-off checks' units:
+JUDGED_UNITS = ("dB", "cosine")
+
+
+def _judged_alike(base, new, cosine):
+    """None where both runs' metrics ``base`` and ``new`` judged the output's error alike
+    (the same ``metrics.judged_space`` where both record one; for the ``cosine``, also taken
+    over the same values, ``metrics.cosine_over``: rows in a report from before it was
+    recorded), else why their SQNR (or cosine) are not comparable."""
+    spaces = [m.get("judged_space") for m in (base, new)]
+    if None not in spaces and spaces[0] != spaces[1]:
+        return f"{NOT_COMPARABLE}: judged on {spaces[0]}, now on {spaces[1]}"
     over = [m.get("cosine_over", ROWS) for m in (base, new)]
-    if over[0] == over[1]:
-        return None
-    return f"{NOT_COMPARABLE}: the cosine was taken over {over[0]}, now over {over[1]}"
+    if cosine and over[0] != over[1]:
+        return f"{NOT_COMPARABLE}: the cosine was taken over {over[0]}, now over {over[1]}"
+    return None
 
 
 def _speedup_row(baseline, report):

@@ -14,14 +14,14 @@ from ..core.errors import UserError
 
 SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
 RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")
-REQUIRED = (  # fields every compared report must have, as dotted key paths
-    "environment.cpu",
-    "environment.machine",
-    "environment.threads",
-    "environment.target.kind",
-    "definition.digest",
-    "definition.model",
-)
+REQUIRED = {  # fields every compared report must have, as dotted key paths: their type
+    "environment.cpu": str,
+    "environment.machine": str,
+    "environment.threads": int,
+    "environment.target.kind": str,
+    "definition.digest": str,
+    "definition.model": str,
+}
 LATENCY = {"median_ms": 0.0, "p90_ms": 0.0, "mean_ms": 0.0}  # each > its bound, ms
 NUMBERS = ("sqnr_db", "cosine", "max_abs_diff")  # numbers or null (not finite when written)
 DIGEST = re.compile(r"[0-9a-f]{64}")  # sha256, hex
@@ -74,6 +74,10 @@ def check_report(report, path, what):
     digest = report["definition"]["digest"]
     if not (isinstance(digest, str) and DIGEST.fullmatch(digest)):
         fail("definition.digest", f"a sha256 hex digest, got {digest!r}")
+    for name, kind in REQUIRED.items():
+        value = _get(report, name.split("."))
+        if not isinstance(value, kind) or isinstance(value, bool):
+            fail(name, f"a {kind.__name__}, got {value!r}")
     results = report["results"]
     if not isinstance(results, dict):
         fail("results", f"a dict with the runners {', '.join(RUNNERS)}")
@@ -97,15 +101,35 @@ def _check_signoff(signoff, fail):
     verdict = _get(signoff, ("verdict",))
     if verdict not in VERDICTS:
         fail("signoff.verdict", f"one of {', '.join(VERDICTS)}, got {verdict!r}")
-    checks = signoff.get("checks", [])
+    checks = signoff.get("checks")
     if not (isinstance(checks, list) and all(isinstance(c, dict) for c in checks)):
         fail("signoff.checks", "a list of checks")
     for i, check in enumerate(checks):
+        _check_fields(check, f"signoff.checks[{i}]", fail)
         _check_passed(check, f"signoff.checks[{i}]", fail)
+    names = [c["name"] for c in checks]
+    lacking = [name for name in CHECKED if names.count(name) != 1]
+    if lacking:
+        fail(
+            "signoff.checks",
+            f"each of the checks every run makes once, got {lacking[0]!r} "
+            f"{names.count(lacking[0])} times",
+        )
     failed = [c.get("name") for c in checks if c.get("passed") is False]
     if (verdict == "PASS") == bool(failed):
         said = f"failed checks ({', '.join(map(str, failed))})" if failed else "no failed check"
         fail("signoff.verdict", f"the verdict its checks give, got {verdict} with {said}")
+
+
+def _check_fields(check, where, fail):
+    """A check's name a string, its value a finite number or null, passed true, false or
+    null."""
+    if not isinstance(check.get("name"), str):
+        fail(f"{where}.name", f"a string, got {check.get('name')!r}")
+    if check.get("value") is not None and not _number(check["value"]):
+        fail(f"{where}.value", f"a number or null, got {check['value']!r}")
+    if check.get("passed") not in (True, False, None):
+        fail(f"{where}.passed", f"true, false or null, got {check['passed']!r}")
 
 
 def _check_passed(check, where, fail):
@@ -138,7 +162,9 @@ def _check_values(checks, results, fail):
             field = f"results.{runner}.metrics.{key}"
         else:
             continue
-        if _number(value) and _number(metric) and abs(value - round(metric, 6)) > 1e-6:
+        if _number(value) != _number(metric):
+            fail(f"signoff.checks[{i}].value", f"{field} ({metric!r}) where given, got {value}")
+        if _number(value) and abs(value - round(metric, 6)) > 1e-6:
             fail(f"signoff.checks[{i}].value", f"{field} ({metric:.6g}), got {value}")
 
 
@@ -208,6 +234,11 @@ def _check_metrics(metrics, where, fail):
     for key in NUMBERS:
         if metrics.get(key) is not None and not _number(metrics[key]):
             fail(f"{where}.{key}", f"a number or null, got {metrics[key]!r}")
+    if _number(metrics.get("cosine")) and abs(metrics["cosine"]) > 1 + 1e-9:
+        fail(f"{where}.cosine", f"a cosine in [-1, 1], got {metrics['cosine']}")
+    nonfinite = metrics.get("nonfinite_logits")
+    if nonfinite is not None and not (_is_int(nonfinite) and nonfinite >= 0):
+        fail(f"{where}.nonfinite_logits", f"a count >= 0, got {nonfinite!r}")
     for key in FRACTIONS:
         if key not in metrics:
             continue
@@ -217,6 +248,10 @@ def _check_metrics(metrics, where, fail):
         if not (_is_int(count) and _is_int(total) and 0 <= count <= total and total >= 1):
             fail(
                 f"{where}.{key}_count/_total", f"integers 0 <= count <= total, got {count}/{total}"
+            )
+        if abs(metrics[key] - count / total) > 1e-9:
+            fail(
+                f"{where}.{key}", f"its count over its total ({count}/{total}), got {metrics[key]}"
             )
 
 

@@ -65,8 +65,9 @@ def holdout(images, chosen, size, seed=0):
     """
     n, used = len(images), len(chosen.calib) + len(chosen.eval)
     if size < 1 or used + size > n:
+        valid = f"valid: 1..{n - used}" if n > used else "none is left for it"
         raise UserError(
             f"--holdout-size {size}: --data {images.name} has {n} images and calibration plus "
-            f"evaluation take {used}; valid: 1..{n - used} (lower --eval-size to free more)"
+            f"evaluation take {used}; {valid} (lower --eval-size to free more)"
         )
     return tuple(_order(images, seed)[n - size :].tolist())

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ..core.progress import say
 from ..measure.intervals import clopper_pearson
-from ..measure.metrics import judged, output_kind
+from ..measure.metrics import SINGLE, judged, output_kind
 from ..quantize.bias import bias_shifts
 from ..quantize.fakequant import quantized
 from .energy import Energy
@@ -153,9 +153,11 @@ def _judged(ref, out, ends_in):
     """The model outputs ``ref`` and ``out`` (N, K) in the space the run's error is judged in
     (``measure.metrics.judged``: centred logits, whether the model ends in logits,
     probabilities, percentages or log-probabilities; a sigmoid's log-odds), so that the
-    logits SQNR here is the report's."""
+    logits SQNR here is the report's; and whether to judge them about ``ref``'s mean over
+    the images (a single value, ``judged_pair``: ``Energy.add``'s ``about_mean``)."""
     kind = output_kind(ref.detach().double().numpy(), ends_in)
-    return [torch.from_numpy(judged(t.detach().double().numpy(), kind)) for t in (ref, out)]
+    pair = [torch.from_numpy(judged(t.detach().double().numpy(), kind)) for t in (ref, out)]
+    return (*pair, kind == SINGLE)
 
 
 def _agree(ref, out):

@@ -19,6 +19,7 @@ SIGMOIDS = "independent probabilities"  # a sigmoid per class: rows not a distri
 SIGMOID_OP = "relax.sigmoid"  # the Relax op of a model that ends in a sigmoid
 SINGLE = "single value"  # K = 1: no distribution over classes
 CENTRED, LOG_ODDS, AS_IS = "centred logits", "log-odds", "as is"
+OVER_IMAGES = "each value less the reference's mean over the images"  # K = 1
 ROWS, ALL_VALUES = "rows", "all values"  # what a cosine is taken over (``cosine_over``)
 # A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
 # logsumexp is 0 within a few float32 steps: 1e-3 leaves room for compiled exp
@@ -73,18 +74,21 @@ def logsumexp(z):
 
 def judged_space(kind):
     """The space an output of ``kind`` (``output_kind``) is judged in: ``centred logits``,
-    ``log-odds`` for independent probabilities, or ``as is`` for a single value."""
-    return {SINGLE: AS_IS, SIGMOIDS: LOG_ODDS}.get(kind, CENTRED)
+    ``log-odds`` for independent probabilities, or, for a single value, each value less the
+    reference's mean over the images (``judged_pair``)."""
+    return {SINGLE: OVER_IMAGES, SIGMOIDS: LOG_ODDS}.get(kind, CENTRED)
 
 
 def output_of(results):
     """(what the model's output is, the space its error was judged in) of a run's
-    {runner name: ``results.RunnerResult``}: PyTorch FP32's ``output_kind`` metric and its
-    ``judged_space``. A report from before outputs were told apart has no ``output_kind``:
-    it read them as logits, judged as is."""
-    ref = results.get("pytorch_fp32")
+    {runner name: ``results.RunnerResult``}: PyTorch FP32's ``output_kind`` metric and the
+    ``judged_space`` TVM INT8's metrics record (a report from before single values were
+    centred says ``as is``), else the one of that kind. A report from before outputs were
+    told apart has no ``output_kind``: it read them as logits, judged as is."""
+    ref, int8 = results.get("pytorch_fp32"), results.get("tvm_int8")
     kind = ref.metrics.get("output_kind") if ref is not None else None
-    return (LOGITS, AS_IS) if kind is None else (kind, judged_space(kind))
+    recorded = int8.metrics.get("judged_space") if int8 is not None else None
+    return (LOGITS, AS_IS) if kind is None else (kind, recorded or judged_space(kind))
 
 
 def judged(out, kind):
@@ -100,11 +104,12 @@ def judged(out, kind):
 
     Log-odds: log(p / (1 - p)) of each independent probability p, the logit a sigmoid was
     given, with p clipped to [``SIGMOID_EPS``, 1 - ``SIGMOID_EPS``] (|log-odds| <= 16.6);
-    not centred, since each value stands alone. A single value (K = 1) is returned as is.
+    not centred, since each value stands alone. A single value (K = 1) is returned as is:
+    ``judged_pair`` takes the reference's mean over the images from it.
     """
     z = np.asarray(out, np.float64)
     space = judged_space(kind)
-    if space == AS_IS:
+    if space in (AS_IS, OVER_IMAGES):
         return z
     if space == LOG_ODDS:
         p = np.clip(z, SIGMOID_EPS, 1 - SIGMOID_EPS)
@@ -112,6 +117,19 @@ def judged(out, kind):
     if kind in ROW_SUMS:
         z = np.log(np.maximum(z, PROBABILITY_FLOOR * ROW_SUMS[kind]))
     return z - z.mean(1, keepdims=True)
+
+
+def judged_pair(ref, out, kind):
+    """``ref`` and ``out`` (N, K) in the space ``kind`` is judged in (``judged``), float64;
+    a single value (K = 1) then less ``ref``'s mean over the N images, from both: an offset
+    shared by every image (a bias of 50 on a value that varies by 1) would otherwise be
+    most of the signal, and an INT8 output unrelated to the reference would show a cosine
+    near 1 and a high SQNR. With one image nothing varies: the SQNR is -inf."""
+    r, o = judged(ref, kind), judged(out, kind)
+    if kind == SINGLE:
+        mean = r.mean()
+        r, o = r - mean, o - mean
+    return r, o
 
 
 def latency_stats(samples_ms):
@@ -296,7 +314,7 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
         zero = {"top1_agreement": 0.0, "top5_agreement": 0.0} if ranked else {}
         return with_counts({"nonfinite_logits": nonfinite, **zero}, ref.shape)
     m = {"nonfinite_logits": 0}
-    r, o = judged(ref, kind), judged(out, kind)
+    r, o = judged_pair(ref, out, kind)
     if ranked:
         m["top1_agreement"] = top1_agreement(ref, out)
         m["top5_agreement"] = top5_agreement(ref, out)

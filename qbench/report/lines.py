@@ -10,6 +10,7 @@ from ..measure.metrics import (
     LOG_ODDS,
     LOG_PROBABILITIES,
     LOGITS,
+    OVER_IMAGES,
     PERCENTAGES,
     PROBABILITIES,
     SIGMOIDS,
@@ -155,6 +156,11 @@ def _judged_words(kind, space):
     if space == LOG_ODDS:
         value = f"{JUDGED_VALUES[kind]}: the logit each sigmoid was given"
         return f"max abs diff, cosine, SQNR and flip margins judged on {space} ({value})"
+    if space == OVER_IMAGES:
+        return (
+            f"max abs diff, cosine and SQNR judged on {space} (an offset shared by every "
+            "image does not count; no softmax)"
+        )
     if space != AS_IS:
         value = JUDGED_VALUES.get(kind, "each value less its row's mean")
         return (
@@ -162,7 +168,10 @@ def _judged_words(kind, space):
             "per-row constant counts)"
         )
     if kind == SINGLE:
-        return "max abs diff, cosine and SQNR judged on it as is (no softmax)"
+        return (
+            "max abs diff, cosine and SQNR judged on it as is (a report from before single "
+            "values were centred)"
+        )
     return (
         "max abs diff, cosine, SQNR and flip margins judged as is (a report from before "
         "output kinds were told apart)"
