@@ -125,6 +125,18 @@ def test_hf_source_from_saved_dataset(tmp_path):
     assert x.shape == (8, 3, 32, 32) and len(set(y.tolist())) == 8
 
 
+def test_a_datasets_picture_that_cannot_be_read_names_the_dataset_and_example(tmp_path):
+    """A break-test find: a mode-F picture in [-1, 1] from ``hf:`` was refused without
+    naming where it came from (a folder's picture names its file)."""
+    datasets = pytest.importorskip("datasets")
+    bad = Image.fromarray(np.array([[-1.0, 1.0]], np.float32))
+    ds = datasets.Dataset.from_dict({"image": [bad], "label": [0]})
+    ds.cast_column("image", datasets.Image()).save_to_disk(str(tmp_path / "ds"))
+    images = data.open_source(f"hf:{tmp_path / 'ds'}", seed=0, needed=1)
+    with pytest.raises(UserError, match=r"--data hf:.*ds: example 0: a greyscale picture"):
+        next(data.batches(images, [0], PRE, 1))
+
+
 def test_missing_folder_names_valid_choices(tmp_path):
     with pytest.raises(UserError, match="synthetic"):
         data.open_source(str(tmp_path / "nope"))
@@ -293,10 +305,23 @@ def test_wide_greyscale_pictures_are_scaled_to_8_bits_not_clipped(tmp_path):
         got = np.asarray(data.images.file_loader(path)())
         assert got.shape == (1, 3, 3) and got[0, :, 0].tolist() == want, name
         assert (got == got[..., :1]).all(), name
-    for values in (np.array([[-0.5, 0.5]], np.float32), np.array([[0, 70000]], np.int32)):
-        Image.fromarray(values).save(tmp_path / "bad.tif")
-        with pytest.raises(UserError, match=r"bad\.tif: a greyscale picture of mode [IF]"):
+    refused = {  # values: what the message says (the file named first)
+        (-0.5, 0.5): "with values in [-0.5, 0.5]",
+        (0.0, 1.0001): "with values in [0, 1.0001]",  # [0, 1] overshot, or all but black?
+        (0.0, 1.9): "with values in [0, 1.9]",
+        (0.0, float("nan")): "holding NaN or infinite values",
+    }
+    for values, said in refused.items():
+        Image.fromarray(np.array([values], np.float32)).save(tmp_path / "bad.tif")
+        with pytest.raises(
+            UserError, match=r"bad\.tif: a greyscale picture of mode F " + re.escape(said)
+        ):
             data.images.file_loader(tmp_path / "bad.tif")()
+    Image.fromarray(np.array([[0, 70000]], np.int32)).save(tmp_path / "bad.tif")
+    with pytest.raises(UserError, match=r"bad\.tif: a greyscale picture of mode I with values"):
+        data.images.file_loader(tmp_path / "bad.tif")()
+    Image.fromarray(np.array([[0.0, 2.0]], np.float32)).save(path)  # [0, 255]: 2 of 255
+    assert np.asarray(data.images.file_loader(path)())[0, :, 0].tolist() == [0, 2]
 
 
 def test_a_non_square_model_runs_end_to_end(tmp_path, capsys, small_models):

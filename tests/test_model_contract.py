@@ -77,6 +77,15 @@ MODELS = textwrap.dedent(
             return self.fc(x[:, :, :2, :4].reshape(-1, 8))
 
 
+    class NoScores(nn.Module):  # (N, 0): no score per image (a break-test find: exit 3)
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 0)
+
+        def forward(self, x):
+            return self.fc(x.mean((2, 3)))
+
+
     class Noisy(nn.Module):  # noise added in eval mode: the generator's state
         def __init__(self):
             super().__init__()
@@ -110,6 +119,7 @@ for _name in (
     "TwoOutputs",
     "RowsPerPatch",
     "DictOutput",
+    "NoScores",
 ):
     MODELS += f"\n\ndef {_name.lower()}():\n    return build({_name!r})\n"
 MODELS += "\n\ndef evalbatchnorm():\n    return build('EvalBatchNorm')\n"
@@ -216,6 +226,7 @@ def test_a_saved_program_with_a_non_image_input_is_refused(tmp_path):
         ("twooutputs", "its output is (2, 10) float32, (2, 3) float32;"),
         ("rowsperpatch", "its output is (6, 10) float32 for a batch of 2: rows are not images"),
         ("dictoutput", "forward() returns a dict;"),
+        ("noscores", "its output is (2, 0) float32: no score per image;"),
     ],
 )
 def test_outputs_other_than_one_row_of_scores_per_image_are_refused(

@@ -155,6 +155,33 @@ def test_a_cell_that_kills_the_process_leaves_the_summary_of_those_before(tmp_pa
     assert f"1 of 2 cells finished; cell {models}:training on llvm had started" in markdown
 
 
+TERMINATE = CRASH.replace("os.abort()", "os.kill(os.getpid(), signal.SIGTERM)").replace(
+    "import os, sys", "import os, signal, sys"
+)
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does_naming_the_cell(tmp_path, models):
+    """SIGTERM (timeout, a CI job cancelled, docker stop) in the second cell: exit 130 and a
+    summary that says interrupted in that cell (a break-test find: it had been left
+    ``running``, which blames the cell for a crash)."""
+    import subprocess
+    import sys
+
+    names = f"{models}:build,{models}:training"
+    folders = ["--cache-dir", str(tmp_path / "cal"), "--reports-dir", str(tmp_path / "rep")]
+    argv = [sys.executable, "-c", TERMINATE, "sweep", *folders, "--models", names]
+    done = subprocess.run([*argv, "--targets", "llvm"], capture_output=True, text=True)
+    assert done.returncode == 130, done.stderr
+    summary, markdown = _summary(tmp_path)
+    assert (summary["state"], summary["exit_code"], len(summary["cells"])) == (
+        "interrupted",
+        130,
+        1,
+    )
+    assert summary["running_cell"] == f"{models}:training on llvm"
+    assert f"stopped by Ctrl-C or SIGTERM in cell {models}:training on llvm" in markdown
+
+
 def test_an_error_after_ctrl_c_stops_the_sweep(monkeypatch):
     monkeypatch.setattr(engine, "run", lambda _opts: 1 / 0)  # TVM's error for a Ctrl-C
     with pytest.raises(KeyboardInterrupt):

@@ -29,7 +29,7 @@ exit codes:
   3    internal error (a bug in qbench or TVM; the traceback is printed)
   4    compare: no comparable baseline (none stored for the machine, model and
        target, or its run definition differs: "not comparable")
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C or SIGTERM)
 
 Progress goes to stderr, one line per stage ("[qbench] import to Relax: 12.3 s");
 -v adds details. 'qbench COMMAND --help' lists a command's options."""

@@ -26,11 +26,29 @@ def open_hf(text, seed, needed):
     examples = list(ds.shuffle(seed=seed, buffer_size=1000).take(needed or 64))
     if not examples:
         raise UserError(f"--data {text}: the split is empty")
-    loaders = [lambda im=ex[image_col]: to_rgb(im) for ex in examples]
+    loaders = [
+        _loader(ex[image_col], f"--data {text}: example {i}", to_rgb)
+        for i, ex in enumerate(examples)
+    ]
     labels = [int(ex[label_col]) for ex in examples] if label_col else None
     keys = [f"{seed}:{i}" for i in range(len(examples))]
     source = f"the dataset's column {label_col}"
     return ImageSet(text, loaders, labels, keys, label_source=source, drawn=True)
+
+
+def _loader(image, where, to_rgb):
+    """``() -> PIL.Image``: ``image`` (a decoded ``PIL.Image``) in RGB, its errors naming the
+    example ``where`` it came from (the dataset and its place in the drawn order)."""
+
+    def load():
+        try:
+            return to_rgb(image)
+        except UserError as e:
+            raise UserError(f"{where}: {e}") from e
+        except (OSError, ValueError) as e:  # Pillow's errors for an image it cannot convert
+            raise UserError(f"{where}: cannot read its image ({type(e).__name__}: {e})") from e
+
+    return load
 
 
 def _open(name, split_name, text):

@@ -79,13 +79,15 @@ def to_rgb(image):
 
     The EXIF orientation is applied; 16-bit greyscale is scaled to 8 bits (65535 -> 255)
     rather than clipped, and so is 32-bit integer greyscale (mode I) in [0, 65535]; 32-bit
-    float greyscale (mode F) in [0, 1] is scaled by 255, and one in [0, 255] with values
-    above 1 is rounded as it is; transparency (alpha, or a palette's transparent entry) is
-    composited over white; greyscale, palette and CMYK become RGB.
+    float greyscale (mode F) in [0, 1] is scaled by 255, and one in [0, 255] whose brightest
+    value is 2 or more is rounded as it is; transparency (alpha, or a palette's transparent
+    entry) is composited over white; greyscale, palette and CMYK become RGB.
 
     Raises:
-        UserError: a mode I or F picture whose values lie outside those ranges (or are not
-            finite): no scaling to 8 bits is implied, and clipping would change the picture.
+        UserError: a mode I or F picture whose values lie outside those ranges, are not
+            finite, or (mode F) whose brightest value lies in (1, 2), where both readings
+            are doubtful: no scaling to 8 bits is implied, and clipping would change the
+            picture.
         Pillow's errors for files it cannot decode (the caller names the file).
     """
     from PIL import Image, ImageOps
@@ -100,13 +102,27 @@ def to_rgb(image):
     return image.convert("RGB")
 
 
+AMBIGUOUS_F = (1.0, 2.0)  # a float picture brightest here: [0, 1] overshot, or a [0, 255]
+# picture all but black (2 of 255 at most)? Neither reading is safe, so it is refused
+
+
 def _wide_grey_to_8bit(image):
     """(H, W) uint8 of a mode I, I;16 or F ``PIL.Image`` by the scales of ``to_rgb``."""
     values = np.asarray(image, dtype=np.float64)
     lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
     limit = 255.0 if image.mode == "F" else 65535.0
-    if not np.isfinite(values).all() or lo < 0 or hi > limit:
-        valid = "[0, 1] or [0, 255]" if image.mode == "F" else "[0, 65535]"
+    if not np.isfinite(values).all():
+        raise UserError(
+            f"a greyscale picture of mode {image.mode} holding NaN or infinite values: it "
+            "shows nothing a photo can; save it as 8-bit or 16-bit"
+        )
+    ambiguous = image.mode == "F" and AMBIGUOUS_F[0] < hi < AMBIGUOUS_F[1]
+    if lo < 0 or hi > limit or ambiguous:
+        valid = (
+            "[0, 1] or [0, 255] (its brightest value 2 or more)"
+            if image.mode == "F"
+            else "[0, 65535]"
+        )
         raise UserError(
             f"a greyscale picture of mode {image.mode} with values in [{lo:g}, {hi:g}]: "
             f"qbench reads this mode in {valid}; save it as 8-bit or 16-bit, scaled as meant"

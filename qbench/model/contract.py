@@ -63,7 +63,7 @@ def check_program_inputs(ep, name):
 
 def check_outputs(mod, name, batch_size):
     """Refuse a Relax import (``frontend.import_model``) whose ``main`` does not return one
-    float32 (N, K) tensor with N = ``batch_size``.
+    float32 (N, K) tensor with N = ``batch_size`` and K >= 1.
 
     Raises:
         UnsupportedModelError: names the output found: its shapes and dtypes.
@@ -83,6 +83,10 @@ def check_outputs(mod, name, batch_size):
         raise UnsupportedModelError(
             f"model {name!r}: its output is {found} for a batch of {batch_size}: rows are not "
             f"images; {GIVES}, a row per image"
+        )
+    if isinstance(ret.shape[1], tirx.IntImm) and int(ret.shape[1]) < 1:
+        raise UnsupportedModelError(
+            f"model {name!r}: its output is {found}: no score per image; {GIVES}, K >= 1"
         )
 
 

@@ -178,7 +178,7 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, 
         cell_options: one ``pipeline.RunOptions`` per cell, models outer, targets inner.
         models, target_texts: the grid's ``--models`` and ``--targets`` entries.
         root: ``--reports-dir``: the cells' reports and the summary folder go under it.
-        interrupted: ``() -> bool``, True once Ctrl-C was pressed (TVM may turn the
+        interrupted: ``() -> bool``, True once Ctrl-C or SIGTERM came (TVM may turn the
             ``KeyboardInterrupt`` into an error of its own, which then stops the sweep).
     Returns:
         (list of ``Cell``, summary folder ``Path``).
@@ -206,7 +206,8 @@ def run_grid(cell_options, models, target_texts, root, interrupted, parallel=1, 
             _said(cells[-1], i, total)
     finally:
         complete = len(cells) == total
-        record(COMPLETE if complete else INTERRUPTED)
+        stopped = None if isolated or complete else _words(cell_options[len(cells)])
+        record(COMPLETE if complete else INTERRUPTED, stopped)
         if not complete:
             say(f"sweep stopped: {len(cells)} of {total} cells finished")
             say(summary_table(cells, "simple"))
@@ -393,8 +394,9 @@ def summary_files(cells, models, target_texts, state, timing=None, total=None, r
 
     ``summary.json``: ``schema_version``, ``created`` (UTC, ISO 8601), ``qbench``,
     ``models`` and ``targets`` (the grid), ``state`` (``complete``; ``interrupted``: stopped
-    by Ctrl-C; ``running``: written when a cell started, so a sweep that is no longer
-    running died in ``running_cell``), ``complete`` (``state`` is ``complete``),
+    by Ctrl-C or SIGTERM in ``running_cell``, null where cells ran in child processes;
+    ``running``: written when a cell started, so a sweep that is no longer running died in
+    ``running_cell``), ``complete`` (``state`` is ``complete``),
     ``cells_total``, ``running_cell`` ("MODEL on TARGET" or null), ``exit_code`` (null while
     running; 130 when interrupted), ``parallel`` (cells run at once) and ``wall_time_s``
     (the sweep's so far, s), and ``cells`` (the ``Cell`` fields, one dict per finished cell).
@@ -432,7 +434,10 @@ def _state_words(state, done, total, running):
     if state == COMPLETE:
         return ""
     if state == INTERRUPTED:
-        return f" (INCOMPLETE: stopped by Ctrl-C, {done} of {total} cells finished)"
+        where = f" in cell {running}" if running else ""
+        return (
+            f" (INCOMPLETE: stopped by Ctrl-C or SIGTERM{where}, {done} of {total} cells finished)"
+        )
     now = f"; cell {running} had started" if running else ""
     return (
         f" (INCOMPLETE: {done} of {total} cells finished{now}. This summary is rewritten as "
