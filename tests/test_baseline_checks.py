@@ -41,6 +41,9 @@ def _set(report, dotted, value):
 SQNR_AT = list(CHECKED).index("INT8 logits SQNR")  # its place in a run's checks
 
 
+SQNR_NAN = _check("INT8 logits SQNR", 25.0, float("nan"), True, "dB")  # no value passes it
+
+
 def _checks_with(check):
     """The fixture's sign-off checks with ``check`` in place of the one of its name."""
     return with_checks(_fixture(), "PASS", [check])["signoff"]["checks"]
@@ -72,6 +75,10 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
     ),
     "results.tvm_int8.metrics.cosine": (1.5, "results.tvm_int8.metrics.cosine: expected a cosine"),
     "environment.threads": ("two", "environment.threads: expected a int, got 'two'"),
+    "signoff  ": (  # an SQNR limit of NaN, which no value passes nor fails
+        {"verdict": "PASS", "shown": True, "checks": _checks_with(SQNR_NAN)},
+        f"signoff.checks[{SQNR_AT}].limit: expected a number or null, got nan",
+    ),
     "signoff": (  # a failed check's flag edited to passed, and the verdict with it
         {"verdict": "PASS", "shown": True, "checks": _checks_with(FAILED_CHECK | {"passed": True})},
         f"signoff.checks[{SQNR_AT}].passed: expected False for 12.2 >= 17.0, got True",
@@ -81,6 +88,7 @@ DAMAGES = {  # dotted field: (bad value, text the message must hold)
         "signoff.verdict: expected the verdict its checks give, got PASS with failed checks "
         "(INT8 logits SQNR)",
     ),
+    "signoff.shown": ("false", "signoff.shown: expected true or false, got 'false'"),
     "signoff.checks ": (  # emptied (the trailing space: another key, the same field)
         [],
         "signoff.checks: expected each of the checks every run makes once, got 'PyTorch FP32 "
@@ -131,6 +139,17 @@ def test_a_check_value_other_than_its_metric_exits_2(tmp_path, capsys, name):
     assert f"signoff.checks[{at}].value: expected {text}" in capsys.readouterr().err
     check["value"] = {"INT8 top-1 accuracy drop": 5.0, "INT8 logits SQNR": 25.0}.get(name, 0.95)
     assert _compare(tmp_path, report) == 0  # the values the metrics give
+
+
+def test_a_check_not_applicable_beside_its_metric_is_saved(tmp_path):
+    """Top-5 agreement of 5 classes or fewer is always 1: its check is not applicable (no
+    value) while the metric is there; a run qbench wrote so is saved (a break-test find:
+    exit 2)."""
+    report = _fixture()
+    _int8(report)["metrics"] |= {"top5_agreement": 1.0, "top5_agreement_count": 40}
+    _int8(report)["metrics"]["top5_agreement_total"] = 40
+    top5 = {"name": "INT8 top-5 agreement", "value": None, "op": ">=", "limit": 0.9}
+    _saved(tmp_path, with_checks(report, "PASS", [top5 | {"passed": None, "unit": "fraction"}]))
 
 
 def test_per_image_outcomes_of_another_length_are_said_untested(tmp_path):

@@ -150,6 +150,15 @@ def test_bad_option_values_exit_2_before_any_work(tmp_path, capsys, args, text):
     assert text in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_sweep_refuses_tuning_budget_flags_it_never_reads(tmp_path, capsys):
+    """``qbench sweep`` has no ``--tune``: ``--trials`` there is refused before any cell (a
+    break-test find: it was recorded in every report and never read)."""
+    args = ["sweep", "--models", "resnet18", "--trials", "4", "--reports-dir", str(tmp_path)]
+    assert main(args) == 2
+    assert "--trials 4: only read with --tune" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     "func, text",
     [

@@ -234,6 +234,20 @@ def test_up_to_five_classes_have_no_top5_check():
     assert _check(out, "INT8 top-1 agreement").value == 0.5
 
 
+def test_a_single_value_that_does_not_vary_over_the_images_is_not_judged():
+    """K = 1 on one image (a break-test find: SQNR -inf, a FAIL, beside a cosine of 1.0):
+    less its mean over the images the reference is 0, so the SQNR and cosine are not
+    applicable, and say why; the other checks still judge."""
+    results = _compared([[2.0]], [[2.5]])
+    assert results["tvm_int8"].metrics["sqnr_db"] is None
+    out = signoff(results, LOOSE, 1)
+    for name in ("INT8 logits SQNR", "INT8 logits cosine"):
+        check = _check(out, name)
+        assert check.passed is None and check.value is None
+        assert check.detail.startswith("not applicable: the reference's single value is the same")
+    assert _failed(out) == [] and _check(out, "INT8 non-finite logits").passed is True
+
+
 def test_the_signoff_table_shows_units_and_not_applicable_checks():
     from qbench.report.tables import signoff_table
 

@@ -101,6 +101,8 @@ def _check_signoff(signoff, fail):
     verdict = _get(signoff, ("verdict",))
     if verdict not in VERDICTS:
         fail("signoff.verdict", f"one of {', '.join(VERDICTS)}, got {verdict!r}")
+    if signoff.get("shown") not in (True, False, None):
+        fail("signoff.shown", f"true or false, got {signoff['shown']!r}")
     checks = signoff.get("checks")
     if not (isinstance(checks, list) and all(isinstance(c, dict) for c in checks)):
         fail("signoff.checks", "a list of checks")
@@ -122,12 +124,13 @@ def _check_signoff(signoff, fail):
 
 
 def _check_fields(check, where, fail):
-    """A check's name a string, its value a finite number or null, passed true, false or
-    null."""
+    """A check's name a string, its value and limit finite numbers or null, passed true,
+    false or null."""
     if not isinstance(check.get("name"), str):
         fail(f"{where}.name", f"a string, got {check.get('name')!r}")
-    if check.get("value") is not None and not _number(check["value"]):
-        fail(f"{where}.value", f"a number or null, got {check['value']!r}")
+    for key in ("value", "limit"):
+        if check.get(key) is not None and not _number(check[key]):
+            fail(f"{where}.{key}", f"a number or null, got {check[key]!r}")
     if check.get("passed") not in (True, False, None):
         fail(f"{where}.passed", f"true, false or null, got {check['passed']!r}")
 
@@ -162,7 +165,8 @@ def _check_values(checks, results, fail):
             field = f"results.{runner}.metrics.{key}"
         else:
             continue
-        if _number(value) != _number(metric):
+        if _number(value) and not _number(metric):  # a value without its metric (a check
+            # of a metric, e.g. top-5 of 5 classes, may be not applicable: no value)
             fail(f"signoff.checks[{i}].value", f"{field} ({metric!r}) where given, got {value}")
         if _number(value) and abs(value - round(metric, 6)) > 1e-6:
             fail(f"signoff.checks[{i}].value", f"{field} ({metric:.6g}), got {value}")

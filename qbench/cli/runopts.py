@@ -82,10 +82,11 @@ def _dependent(args):
 
     Raises:
         UserError: one given without the flag whose work reads it (``qbench tune`` always
-            tunes): the run would go on without it, and its report would not say so.
+            tunes; ``qbench sweep`` never does): the run would go on without it, and its
+            report would not say so.
     """
     works = {
-        "--tune": getattr(args, "tune", True),
+        "--tune": getattr(args, "command", None) == "tune" or getattr(args, "tune", False),
         "--accuracy-target": getattr(args, "accuracy_target", None) is not None,
     }
     given = {}

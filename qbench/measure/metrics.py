@@ -20,6 +20,10 @@ SIGMOID_OP = "relax.sigmoid"  # the Relax op of a model that ends in a sigmoid
 SINGLE = "single value"  # K = 1: no distribution over classes
 CENTRED, LOG_ODDS, AS_IS = "centred logits", "log-odds", "as is"
 OVER_IMAGES = "each value less the reference's mean over the images"  # K = 1
+NO_SPREAD = (  # why a single value's SQNR and cosine are not computed (``compare_logits``)
+    "the reference's single value is the same on every image (one image, or an output that "
+    "ignores its input): nothing varies to judge the INT8 error against"
+)
 ROWS, ALL_VALUES = "rows", "all values"  # what a cosine is taken over (``cosine_over``)
 # A float32 softmax row sums to 1 within K x 2^-24 (6e-5 for K = 1000), a log_softmax row's
 # logsumexp is 0 within a few float32 steps: 1e-3 leaves room for compiled exp
@@ -124,7 +128,8 @@ def judged_pair(ref, out, kind):
     a single value (K = 1) then less ``ref``'s mean over the N images, from both: an offset
     shared by every image (a bias of 50 on a value that varies by 1) would otherwise be
     most of the signal, and an INT8 output unrelated to the reference would show a cosine
-    near 1 and a high SQNR. With one image nothing varies: the SQNR is -inf."""
+    near 1 and a high SQNR. Where nothing varies (one image), ``compare_logits`` computes
+    no SQNR or cosine (``NO_SPREAD``)."""
     r, o = judged(ref, kind), judged(out, kind)
     if kind == SINGLE:
         mean = r.mean()
@@ -321,13 +326,16 @@ def compare_logits(ref, out, labels=None, margin=NEAR_TIE_MARGIN, kind=None):
         m |= flip_metrics(flips(r, o, margin), softmax_margin(r), margin)
     over = cosine_over(kind, ref.shape[1])
     flat = (r.reshape(1, -1), o.reshape(1, -1)) if over == ALL_VALUES else (r, o)
+    spread = kind != SINGLE or r.any()  # else nothing of the reference to judge against
     m |= {
         "max_abs_diff": float(np.abs(r - o).max()),
-        "cosine": mean_row_cosine(*flat),
+        "cosine": mean_row_cosine(*flat) if spread else None,
         "cosine_over": over,
-        "sqnr_db": sqnr_db_or_none(r, o),
+        "sqnr_db": sqnr_db_or_none(r, o) if spread else None,
         "judged_space": judged_space(kind),
     }
+    if not spread:
+        m["unjudged"] = NO_SPREAD
     if labels is not None:
         m.update(accuracy_metrics(out, labels))
     return with_counts(m, ref.shape)

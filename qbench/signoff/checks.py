@@ -241,7 +241,8 @@ def with_interval(check, count, images):
 def _fidelity(int8, limits):
     """INT8 logits SQNR (dB; identical logits count as infinite) and mean cosine against
     PyTorch's. Both are absent when the INT8 or PyTorch logits are not finite: the checks
-    then fail."""
+    then fail; or when a single value does not vary over the images (``metrics.NO_SPREAD``):
+    not applicable."""
     checks = (
         ("INT8 logits SQNR", "sqnr_db", limits.min_sqnr_db, "dB"),
         ("INT8 logits cosine", "cosine", limits.min_cosine, "cosine"),
@@ -249,6 +250,10 @@ def _fidelity(int8, limits):
     if "cosine" not in int8:
         why = "not computed: INT8 or PyTorch FP32 logits are not finite"
         return [_valueless(name, ">=", limit, unit, False, why) for name, _, limit, unit in checks]
+    if int8.get("unjudged"):  # a single value that does not vary over the images
+        return [
+            _not_applicable(n, ">=", limit, unit, int8["unjudged"]) for n, _, limit, unit in checks
+        ]
     values = {
         "sqnr_db": float("inf") if int8["sqnr_db"] is None else int8["sqnr_db"],
         "cosine": int8["cosine"],
