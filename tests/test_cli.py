@@ -159,6 +159,15 @@ def test_a_sweep_refuses_tuning_budget_flags_it_never_reads(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_diagnose_refuses_timing_flags_without_the_fallback_that_times(tmp_path, capsys):
+    """``qbench diagnose`` times only its ``--accuracy-target`` fallback's latency cost:
+    ``--repeat`` without it is refused (a break-test find: accepted, never read)."""
+    args = ["diagnose", "--model", "resnet18", "--repeat", "30", "--reports-dir", str(tmp_path)]
+    assert main(args) == 2
+    assert "--repeat 30: only read with --accuracy-target" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     "func, text",
     [

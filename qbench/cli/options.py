@@ -81,7 +81,7 @@ def add_model_options(r, grid=False):
 
 HOLDOUT_SIZE = 64  # the fallback's held-out images where --holdout-size is not given
 OMITTABLE = {  # option group: the defaults a command without those options runs with
-    "timing": {"warmup": 3, "repeat": MIN_REPEAT},
+    "timing": {"warmup": None, "repeat": None},
     "signoff": dict.fromkeys(SPECS),
     "tuning budget": {"trials": None, "time_budget": None, "tune_graphs": None},
     "remote": {"rpc": None, "rpc_tracker": None, "rpc_key": None},
@@ -142,9 +142,9 @@ def add_data_options(r, grid=False, timing=True, remote=True):
     if remote:
         add_remote_options(r)
     if timing:
-        r.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
+        r.add_argument("--warmup", type=int, help="untimed runs before timing (default: 3)")
         r.add_argument(
-            "--repeat", type=int, default=MIN_REPEAT, help=f"timed runs (>= {MIN_REPEAT})"
+            "--repeat", type=int, help=f"timed runs (>= {MIN_REPEAT}; default: {MIN_REPEAT})"
         )
 
 

@@ -52,7 +52,7 @@ def run_options(args):
     )
     fields = (
         "model target data weights input_shape mean std calib_size eval_size batch_size seed "
-        "threads warmup repeat cache_dir reports_dir rpc rpc_tracker rpc_key tuning_db"
+        "threads cache_dir reports_dir rpc rpc_tracker rpc_key tuning_db"
     ).split()
     target = getattr(args, "accuracy_target", None)
     limits, policy = _limits(args)
@@ -69,11 +69,14 @@ def run_options(args):
     )
 
 
-DEPENDENT = {  # argparse dest: (its flag, the flag whose work reads it, RunOptions field)
-    "trials": ("--trials", "--tune", "trials"),
-    "time_budget": ("--time-budget", "--tune", "time_budget_min"),
-    "tune_graphs": ("--tune-graphs", "--tune", "tune_graphs"),
-    "holdout_size": ("--holdout-size", "--accuracy-target", "holdout_size"),
+DEPENDENT = {  # argparse dest: (its flag, the flag whose work reads it, RunOptions field,
+    # the commands where only that work reads it, or None: all)
+    "trials": ("--trials", "--tune", "trials", None),
+    "time_budget": ("--time-budget", "--tune", "time_budget_min", None),
+    "tune_graphs": ("--tune-graphs", "--tune", "tune_graphs", None),
+    "holdout_size": ("--holdout-size", "--accuracy-target", "holdout_size", None),
+    "warmup": ("--warmup", "--accuracy-target", "warmup", ("diagnose",)),  # the fallback's
+    "repeat": ("--repeat", "--accuracy-target", "repeat", ("diagnose",)),  # latency cost
 }
 
 
@@ -82,19 +85,20 @@ def _dependent(args):
 
     Raises:
         UserError: one given without the flag whose work reads it (``qbench tune`` always
-            tunes; ``qbench sweep`` never does): the run would go on without it, and its
-            report would not say so.
+            tunes; ``qbench sweep`` never does; ``qbench diagnose`` times only the
+            ``--accuracy-target`` fallback): the run would go on without it, and its report
+            would not say so.
     """
     works = {
         "--tune": getattr(args, "command", None) == "tune" or getattr(args, "tune", False),
         "--accuracy-target": getattr(args, "accuracy_target", None) is not None,
     }
     given = {}
-    for dest, (flag, needs, field) in DEPENDENT.items():
+    for dest, (flag, needs, field, commands) in DEPENDENT.items():
         value = getattr(args, dest, None)
         if value is None:
             continue
-        if not works[needs]:
+        if (commands is None or getattr(args, "command", None) in commands) and not works[needs]:
             raise UserError(
                 f"{flag} {value}: only read with {needs}, which this run does not have; drop "
                 f"{flag} or add {needs}"
