@@ -99,9 +99,8 @@ def test_a_stem_on_few_channels_reads_flat_rows_with_the_same_logits(
     host the VNNI path is built: the AMX kernel reads NCHW4c (a ``tdpbusd`` costs the same
     for the 24 bytes of a flat row as for 7 taps of 4)."""
     import torch
-    from helpers import CPU
+    from helpers import CPU, compiled, quantize_tiny, run_tvm
     from helpers import LLVM as HOST
-    from helpers import compiled, quantize_tiny, run_tvm
 
     from qbench.compile.features import has_feature
     from qbench.compile.kernels.select import select_kernels

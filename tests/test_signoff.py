@@ -424,8 +424,10 @@ def test_a_non_finite_reference_leaves_no_comparison_looking_ok():
     "ref, same",
     [
         ([[1.0, 2.0, -3.0]] * 4, True),  # one row four times
-        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 1e-6, -3.0]], True),  # spread 1e-6 <= 1e-5 x 3
-        ([[1.0, 2.0, -3.0], [1.0, 2.0001, -3.0]], False),  # spread 1e-4 > 3e-5
+        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 1e-6, -3.0]], True),  # spread 1e-6 <= 1e-6 x 2
+        ([[1.0, 2.0, -3.0], [1.0, 2.0001, -3.0]], False),  # spread 1e-4 > 2e-6
+        ([[1e5 + 0.4], [1e5 - 0.3], [1e5 + 0.1]], False),  # an input's 0.7 on an offset of 1e5
+        ([[1e5, 0.01], [1e5, 0.02], [1e5, 0.015]], False),  # constant 1e5 beside a varying 0.01
         ([[1.0, 2.0, -3.0]], False),  # one image: nothing to compare
         ([[1.0, np.nan], [1.0, np.nan]], False),  # non-finite: its own check fails
     ],
