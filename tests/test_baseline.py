@@ -29,6 +29,12 @@ def _definition(calib_mode="percentile"):
         "qbench": "0.1.0",
         "tvm": "0.27.0.post1",
     }
+    return redigested(fields)
+
+
+def redigested(definition):
+    """``definition`` with the sha256 of the canonical JSON of its other fields."""
+    fields = {k: v for k, v in definition.items() if k != "digest"}
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return {**fields, "digest": hashlib.sha256(text.encode()).hexdigest()}
 
@@ -266,6 +272,7 @@ def test_another_calibration_mode_is_not_comparable_naming_the_nested_field(tmp_
     _saved(tmp_path, _fixture())
     changed = _fixture(calib_mode="max")
     changed["definition"]["quant"]["symmetric"] = True  # a field the baseline lacks
+    changed["definition"] = redigested(changed["definition"])
     assert _compare(tmp_path, changed, "--json", str(tmp_path / "c.json")) == 4
     out = capsys.readouterr().out
     said = "quant.calib_mode: percentile -> max; quant.symmetric: (absent) -> true"
@@ -274,6 +281,21 @@ def test_another_calibration_mode_is_not_comparable_naming_the_nested_field(tmp_
         {"field": "quant.calib_mode", "baseline": "percentile", "new": "max"},
         {"field": "quant.symmetric", "baseline": None, "new": True},
     ]
+
+
+@pytest.mark.parametrize("command", ["compare", "save"])
+def test_a_definition_edited_after_its_run_exits_2_naming_it(tmp_path, capsys, command):
+    """A report whose definition no longer gives its digest (its target edited by hand) is
+    damaged, exit 2: before, compare called it another benchmark (exit 4)."""
+    _saved(tmp_path, _fixture())
+    edited = _fixture()
+    edited["definition"]["target"]["mcpu"] = "sapphirerapids"
+    path = _write(tmp_path, "edited", edited)
+    store = str(tmp_path / "store")
+    argv = ["compare", str(path)] if command == "compare" else ["baseline", "save", str(path)]
+    assert main([*argv, "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert str(path / "report.json") in err and "definition: expected the fields" in err
 
 
 def test_no_baseline_for_the_machine_exits_4(tmp_path, capsys):

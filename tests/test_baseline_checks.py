@@ -15,6 +15,7 @@ from test_baseline import (
     _stored,
     _write,
     lost_twelve,
+    redigested,
     with_checks,
 )
 from test_baseline import (
@@ -268,7 +269,7 @@ def _history(tmp_path, *extra):
 def test_another_models_damaged_file_and_stray_files_block_nothing(tmp_path, capsys):
     _saved(tmp_path, _fixture())
     other = _fixture()
-    other["definition"]["model"] = "other"
+    other["definition"] = redigested(other["definition"] | {"model": "other"})
     _saved(tmp_path, other, "other")
     (other_file,) = (tmp_path / "store").rglob("other/*/*.json")
     other_file.write_text("{")

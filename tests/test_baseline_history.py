@@ -5,7 +5,7 @@ and the speed-up read from the report's paired ratio."""
 import math
 import re
 
-from test_baseline import _failed, _fixture, _saved, _write
+from test_baseline import _failed, _fixture, _saved, _write, redigested
 
 from qbench.baseline import history
 from qbench.cli.main import main
@@ -72,7 +72,8 @@ def test_history_draws_a_labelled_line_per_machine_and_definition(tmp_path):
 
 def test_history_finds_a_file_model_given_with_its_folder(tmp_path, capsys):
     report = _fixture()
-    report["definition"]["model"] = "tiny.py:build"  # as qbench run names ./x/tiny.py:build
+    # as qbench run names ./x/tiny.py:build
+    report["definition"] = redigested(report["definition"] | {"model": "tiny.py:build"})
     _saved(tmp_path, report)
     assert _history(tmp_path, "./x/tiny.py:build") == 0
     assert re.search(r"^2026-11-30T10:00:00", capsys.readouterr().out, re.M)

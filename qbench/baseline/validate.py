@@ -11,6 +11,7 @@ import math
 import re
 
 from ..core.errors import UserError
+from ..measure.provenance import digest as definition_digest
 
 SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
 RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")
@@ -51,14 +52,15 @@ def check_report(report, path, what):
     Raises:
         UserError: not a dict with ``results``; ``schema_version`` not in
             ``SUPPORTED_SCHEMAS``; a required field missing; a field of the wrong type or
-            out of range: the definition digest a sha256 hex string; latency statistics
-            and samples positive finite ms, with samples of equal length across runners
-            (they pair by timing round); metrics a non-empty dict, fractions in [0, 1] with
-            counts within their totals, SQNR, cosine and the largest difference numbers;
-            per-image 0/1 lists as long as their metric's total, with as many ones as its
-            count; the speed ratios (when ``speed`` is there) positive numbers and NOISY a
-            bool; the sign-off verdict PASS or FAIL, and FAIL exactly when a check failed;
-            each check's value its metric's (``CHECKED``, the top-1 accuracy drop).
+            out of range: the definition digest a sha256 hex string, the one of its fields;
+            latency statistics and samples positive finite ms, with samples of equal length
+            across runners (they pair by timing round); metrics a non-empty dict, fractions
+            in [0, 1] with counts within their totals, SQNR, cosine and the largest
+            difference numbers; per-image 0/1 lists as long as their metric's total, with as
+            many ones as its count; the speed ratios (when ``speed`` is there) positive
+            numbers and NOISY a bool; the sign-off verdict PASS or FAIL, and FAIL exactly
+            when a check failed; each check's value its metric's (``CHECKED``, the top-1
+            accuracy drop).
     """
 
     def fail(field, expected):
@@ -71,9 +73,7 @@ def check_report(report, path, what):
     if missing:
         raise UserError(f"{what} {path}: damaged (missing {', '.join(missing)})")
     _check_created(report.get("created"), fail)
-    digest = report["definition"]["digest"]
-    if not (isinstance(digest, str) and DIGEST.fullmatch(digest)):
-        fail("definition.digest", f"a sha256 hex digest, got {digest!r}")
+    _check_digest(report["definition"], fail)
     for name, kind in REQUIRED.items():
         value = _get(report, name.split("."))
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -93,6 +93,17 @@ def check_report(report, path, what):
         _check_speed(report["speed"], fail)
     _check_signoff(report.get("signoff"), fail)
     _check_values(report["signoff"]["checks"], results, fail)
+
+
+def _check_digest(definition, fail):
+    """The definition's digest: a sha256 hex string, and the one of its other fields (an
+    edited field would otherwise be told apart from its run only by the digest, as another
+    benchmark: "not comparable" where the file is damaged)."""
+    digest = definition["digest"]
+    if not (isinstance(digest, str) and DIGEST.fullmatch(digest)):
+        fail("definition.digest", f"a sha256 hex digest, got {digest!r}")
+    if definition_digest({k: v for k, v in definition.items() if k != "digest"}) != digest:
+        fail("definition", "the fields its digest was made of (a field edited after the run?)")
 
 
 def _check_signoff(signoff, fail):
