@@ -329,16 +329,27 @@ def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys,
     assert path.read_bytes() == damaged
 
 
-@pytest.mark.parametrize("damage", ["missing", "not json", "schema 1"])
-def test_a_bad_report_exits_2_naming_the_file(tmp_path, capsys, damage):
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        ("missing", "no such report file"),
+        ("not json", "damaged report file (not JSON"),
+        ("schema 1", "schema_version 1 has no run definition"),
+        ("schema 3", "schema_version 3 is not one this qbench reads"),
+        ("schema '2'", "schema_version: expected an integer (2), got '2'"),
+    ],
+)
+def test_a_bad_report_exits_2_naming_the_file(tmp_path, capsys, damage, said):
     folder = tmp_path / "rep"
     folder.mkdir()
     if damage == "not json":
         (folder / "report.json").write_text('{"results": ')
-    elif damage == "schema 1":
-        (folder / "report.json").write_text(json.dumps({"schema_version": 1, "results": {}}))
+    elif damage.startswith("schema"):
+        version = json.loads(damage.split()[1].replace("'", '"'))
+        (folder / "report.json").write_text(json.dumps({"schema_version": version, "results": {}}))
     assert main(["compare", str(folder), "--store", str(tmp_path / "store")]) == 2
-    assert str(folder / "report.json") in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(folder / "report.json") in err and said in err
 
 
 def test_compare_with_an_explicit_baseline_report(tmp_path):

@@ -195,7 +195,12 @@ def _check_schema(version, path, what):
             f"{what} {path}: schema_version {version} has no run definition; supported: "
             f"{supported} (rerun with this qbench)"
         )
-    if version not in SUPPORTED_SCHEMAS or not _is_int(version):
+    if not _is_int(version):
+        raise UserError(
+            f"{what} {path}: schema_version: expected an integer ({supported}), got "
+            f"{version!r} (the file was edited or not written by qbench)"
+        )
+    if version not in SUPPORTED_SCHEMAS:
         raise UserError(
             f"{what} {path}: schema_version {version!r} is not one this qbench reads; "
             f"supported: {supported} (a newer qbench wrote it?)"
