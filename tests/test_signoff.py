@@ -424,8 +424,13 @@ def test_a_non_finite_reference_leaves_no_comparison_looking_ok():
     "ref, same",
     [
         ([[1.0, 2.0, -3.0]] * 4, True),  # one row four times
-        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 1e-6, -3.0]], True),  # spread 1e-6 <= 1e-6 x 2
-        ([[1.0, 2.0, -3.0], [1.0, 2.0001, -3.0]], False),  # spread 1e-4 > 2e-6
+        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 4e-7, -3.0]], True),  # spread 4e-7 <= 2.5e-7 x 2
+        ([[1.0, 2.0, -3.0], [1.0, 2.0 + 1e-6, -3.0]], False),  # spread 1e-6 > 5e-7
+        # logits 1e5 + 0.04 tanh(...) in float32: 10 ulps of spread (> 2.5e-7 x 1e5)
+        ([[1e5 + 0.0391, 1e5, 1e5 - 0.0391], [1e5 + 0.0391, 1e5, 1e5 + 0.0391]], False),
+        # a spread within 2.5e-7 x 1e5 = 0.025, but the top-1 class moves
+        ([[1e5 + 0.01, 1e5], [1e5, 1e5 + 0.01]], False),
+        ([[1e5 + 0.01, 1e5], [1e5 + 0.01, 1e5]], True),  # no spread at all
         ([[1e5 + 0.4], [1e5 - 0.3], [1e5 + 0.1]], False),  # an input's 0.7 on an offset of 1e5
         ([[1e5, 0.01], [1e5, 0.02], [1e5, 0.015]], False),  # constant 1e5 beside a varying 0.01
         ([[1.0, 2.0, -3.0]], False),  # one image: nothing to compare
