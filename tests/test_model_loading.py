@@ -112,3 +112,30 @@ def test_a_model_file_imports_the_modules_beside_it(tmp_path):
     model = zoo.load_model(f"{tmp_path / 'model.py'}:net")
     assert type(model.module).__name__ == "Net" and model.input_shape == (1, 2, 6)
     assert sys.path == before
+
+
+def test_a_spec_dicts_numpy_float32_mean_and_std_enter_the_definition(tmp_path):
+    """A model file's (module, dict) whose mean and std are NumPy float32 arrays: the
+    preprocessing holds Python floats of the same values, so the run's definition is JSON (it
+    had ended a whole run with exit 3: float32 is not JSON serializable)."""
+    from qbench.measure.provenance import digest
+
+    (tmp_path / "m.py").write_text(
+        "import numpy as np\n"
+        "from torch import nn\n"
+        "def build():\n"
+        "    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())\n"
+        "    mean = np.array([0.5, 0.25, 0.125], np.float32)\n"
+        "    return net.eval(), {'input_shape': (3, 8, 8), 'mean': mean, 'std': mean * 2}\n"
+    )
+    pre = zoo.load_model(f"{tmp_path / 'm.py'}:build").preprocess
+    assert pre.mean == (0.5, 0.25, 0.125) and pre.std == (1.0, 0.5, 0.25)
+    assert all(type(v) is float for v in pre.mean + pre.std)
+    assert len(digest({"mean": pre.mean, "std": pre.std})) == 64  # JSON: no TypeError
+    with pytest.raises(UserError, match="bad input_shape/mean/std"):
+        (tmp_path / "bad.py").write_text(
+            "from torch import nn\n"
+            "def build():\n"
+            "    return nn.Conv2d(3, 4, 3).eval(), {'mean': ['a', 'b', 'c']}\n"
+        )
+        zoo.load_model(f"{tmp_path / 'bad.py'}:build")

@@ -48,6 +48,16 @@ class Preprocess:
     std: tuple = IMAGENET_STD
     channels: int = 3
 
+    def __post_init__(self):
+        """Hold ``mean`` and ``std`` as Python floats, whatever numbers they were given as
+        (NumPy float32 ones would not go into the run's definition, JSON).
+
+        Raises:
+            TypeError, ValueError: a value that is not a number.
+        """
+        for name in ("mean", "std"):
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+
 
 @dataclass
 class LoadedModel:
