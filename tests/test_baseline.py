@@ -336,7 +336,9 @@ def test_a_damaged_baseline_file_exits_2_and_is_left_unchanged(tmp_path, capsys,
         ("not json", "damaged report file (not JSON"),
         ("schema 1", "schema_version 1 has no run definition"),
         ("schema 3", "schema_version 3 is not one this qbench reads"),
-        ("schema '2'", "schema_version: expected an integer (2), got '2'"),
+        ("schema '2'", 'schema_version: expected an integer (2), got "2" (the file was'),
+        ("schema null", "schema_version: expected an integer (2), got null"),
+        ("schema 0", "schema_version 0 is not one this qbench reads; supported: 2\n"),
     ],
 )
 def test_a_bad_report_exits_2_naming_the_file(tmp_path, capsys, damage, said):

@@ -7,13 +7,15 @@ Every check raises ``UserError`` with a message of the form
 """
 
 import datetime as dt
+import json
 import math
 import re
 
 from ..core.errors import UserError
 from ..measure.provenance import digest as definition_digest
 
-SUPPORTED_SCHEMAS = (2,)  # 1 lacks the definition and the per-image outcomes
+SUPPORTED_SCHEMAS = (2,)
+OLD_SCHEMAS = (1,)  # lacks the definition and the per-image outcomes
 RUNNERS = ("pytorch_fp32", "tvm_fp32", "tvm_int8")
 REQUIRED = {  # fields every compared report must have, as dotted key paths: their type
     "environment.cpu": str,
@@ -103,7 +105,11 @@ def _check_digest(definition, fail):
     if not (isinstance(digest, str) and DIGEST.fullmatch(digest)):
         fail("definition.digest", f"a sha256 hex digest, got {digest!r}")
     if definition_digest({k: v for k, v in definition.items() if k != "digest"}) != digest:
-        fail("definition", "the fields its digest was made of (a field edited after the run?)")
+        fail(
+            "definition",
+            "the fields its digest was made of (a field edited after the run? rerun qbench "
+            "run for a report to compare)",
+        )
 
 
 def _check_signoff(signoff, fail):
@@ -190,21 +196,31 @@ def _difference(ref, int8):
 
 def _check_schema(version, path, what):
     supported = ", ".join(map(str, SUPPORTED_SCHEMAS))
-    if _is_int(version) and version < min(SUPPORTED_SCHEMAS):
+    said = _json_words(version)
+    if not _is_int(version):
+        raise UserError(
+            f"{what} {path}: schema_version: expected an integer ({supported}), got {said} "
+            "(the file was edited or not written by qbench)"
+        )
+    if version in OLD_SCHEMAS:
         raise UserError(
             f"{what} {path}: schema_version {version} has no run definition; supported: "
             f"{supported} (rerun with this qbench)"
         )
-    if not _is_int(version):
-        raise UserError(
-            f"{what} {path}: schema_version: expected an integer ({supported}), got "
-            f"{version!r} (the file was edited or not written by qbench)"
-        )
     if version not in SUPPORTED_SCHEMAS:
         raise UserError(
-            f"{what} {path}: schema_version {version!r} is not one this qbench reads; "
-            f"supported: {supported} (a newer qbench wrote it?)"
+            f"{what} {path}: schema_version {version} is not one this qbench reads; "
+            f"supported: {supported}"
+            + (" (a newer qbench wrote it?)" if version > max(SUPPORTED_SCHEMAS) else "")
         )
+
+
+def _json_words(value):
+    """``value`` as JSON spells it (null, true, "2"), or as Python does where JSON cannot."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _check_created(created, fail):
