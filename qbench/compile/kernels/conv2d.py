@@ -23,6 +23,10 @@ IC_BLOCK = 4
 REGISTER_COLUMNS = 14  # zmm accumulators per tile, leaving registers for weights and broadcasts
 PAIR_BLOCK = 2  # int16 pairs: one vpmaddwd multiplies 2 input channels
 AVX2_REGISTER_COLUMNS = 6  # 16 ymm: 6 columns x 2 accumulators + 2 weights + 1 broadcast
+# vpmaddubsw's kernel (3 instructions and 2 temporaries a product) in tiles of 2 columns by
+# 32 channels: resnet18's 3x3 convs at batch 8 (AVX2 code, Intel Xeon with AMX, 2 threads,
+# one process) ran at 179-194 GMAC/s against 130-156 in tiles of 4-7 columns by 16
+AVX2_U8_PAIR_COLUMNS = 2
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
 
@@ -215,13 +219,14 @@ def register_block(out_w, limit=None):
     return best if best >= MIN_COLUMNS else largest(limit + STRETCH)
 
 
-def schedule_packed(sch, conv, out, intrin, columns):
+def schedule_packed(sch, conv, out, packing):
     """Schedule the packed ``conv`` block and its epilogue in place (``sch``: a
     ``tvm.s_tir.Schedule``; ``out``: the last block, (N, C, OH, OW) or (M, C), into which
-    every block between them has been inlined).
+    every block between them has been inlined; ``packing``: its ``layout.Packing``).
 
-    ``tile_conv``'s tiles of up to ``columns`` output columns; the innermost 16 output
-    channels by one input block are the tensor intrinsic ``intrin`` (``intrin.ensure_intrin``).
+    ``tile_conv``'s tiles of up to ``packing.columns`` output columns (or of
+    ``packing.pair_columns`` by 32 channels); the innermost 16 output channels by one input
+    block are the tensor intrinsic ``packing.intrin`` (``intrin.ensure_intrin``).
     Measured with VNNI on a 3x3 128->128 conv at 28x28, 2 threads (AMD Zen 5): about
     0.115 ms, against PyTorch's quantized conv 0.164 ms. The epilogue's rows are vector
     loops: the requantize to uint8 costs about as much as a conv of few input channels, and
@@ -231,15 +236,16 @@ def schedule_packed(sch, conv, out, intrin, columns):
     """
     from .intrin import ensure_intrin
 
-    ensure_intrin(intrin)
+    ensure_intrin(packing.intrin)
     kh_size, kw_size = (int(sch.get(loop).extent) for loop in sch.get_loops(conv)[-3:-1])
     wide = kh_size * kw_size >= WIDE_TAPS
+    pair_columns = 0 if wide else packing.pair_columns
     oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(
-        sch, conv, out, columns, vector_rows=True, paired=wide
+        sch, conv, out, packing.columns, vector_rows=True, paired=wide, pair_columns=pair_columns
     )
     sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)
-    sch.tensorize(oc_i, intrin)
+    sch.tensorize(oc_i, packing.intrin)
     sch.unroll(x)
     sch.vectorize(sch.get_loops(init)[-1])
 
@@ -264,7 +270,14 @@ def guarded_block(out_w):
 
 
 def tile_conv(
-    sch, conv, out, limit=REGISTER_COLUMNS, guarded=False, vector_rows=False, paired=False
+    sch,
+    conv,
+    out,
+    limit=REGISTER_COLUMNS,
+    guarded=False,
+    vector_rows=False,
+    paired=False,
+    pair_columns=0,
 ):
     """The tiling shared by the packed convs (the conv block's loops: N, O/16, OH, OW, 16,
     then the reductions C/block, KH, KW, block): ``out``'s tiles (N, C/16, OH) in parallel;
@@ -274,7 +287,9 @@ def tile_conv(
     rows: channels unrolled, and the columns unrolled too, or with ``vector_rows`` one
     vector loop, which reads the tile with a gather). ``guarded``: tiles of
     ``guarded_block`` columns, the last one of a row partial, where ``limit`` is below
-    ``REGISTER_COLUMNS`` (16-register CPUs). Returns the
+    ``REGISTER_COLUMNS`` (16-register CPUs). ``pair_columns``: where not 0 and a row divides
+    into tiles of that many columns, and the channels into pairs of 16, those tiles by 32
+    channels (``AVX2_U8_PAIR_COLUMNS``). Returns the
     conv's loops (output-channel blocks, columns, 16 output channels, C/block, KH, KW,
     block) under the tile, for the caller to order."""
     loops, lanes = sch.get_loops(out), []
@@ -287,7 +302,10 @@ def tile_conv(
     small = guarded and limit < REGISTER_COLUMNS
     columns = guarded_block(out_w) if small else register_block(out_w, limit // (1 + paired))
     block = OC_BLOCK if lanes else 1  # channels per step of ``c``
-    pair = 2 * columns <= limit and int(sch.get(c).extent) * block % (2 * OC_BLOCK) == 0
+    pairs = int(sch.get(c).extent) * block % (2 * OC_BLOCK) == 0
+    pair = 2 * columns <= limit and pairs
+    if pair_columns and pairs and out_w % pair_columns == 0:
+        columns, pair = pair_columns, True
     c_o, c_i = sch.split(c, [None, OC_BLOCK // block * (2 if pair else 1)])
     x_o, x_i = sch.split(cols, [None, columns])
     sch.reorder(*outer, c_o, *inner, x_o, c_i, x_i, *lanes)

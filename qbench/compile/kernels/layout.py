@@ -13,7 +13,14 @@ import numpy as np
 from tvm import te, tirx
 
 from . import intrin
-from .conv2d import AVX2_REGISTER_COLUMNS, IC_BLOCK, OC_BLOCK, PAIR_BLOCK, REGISTER_COLUMNS
+from .conv2d import (
+    AVX2_REGISTER_COLUMNS,
+    AVX2_U8_PAIR_COLUMNS,
+    IC_BLOCK,
+    OC_BLOCK,
+    PAIR_BLOCK,
+    REGISTER_COLUMNS,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,8 @@ class Packing:
         intrin: the tensor intrinsic of 16 output channels by one input block.
         instruction: the machine instruction that intrinsic compiles to.
         columns: output columns per register tile (``conv2d.register_block``'s limit).
+        pair_columns: where not 0, rows that divide into tiles of this many columns take
+            them, by 32 output channels (``conv2d.tile_conv``).
         offset: subtracted from every uint8 activation when packing (128 where the
             instruction multiplies signed bytes only: the values then fit int8).
     """
@@ -43,6 +52,7 @@ class Packing:
     instruction: str
     columns: int
     offset: int = 0
+    pair_columns: int = 0
 
     @property
     def reads_nchw16c(self):
@@ -87,6 +97,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
         intrin.AVX2_U8_INTRIN,
         "vpmaddubsw",
         AVX2_REGISTER_COLUMNS,
+        pair_columns=AVX2_U8_PAIR_COLUMNS,
     ),
     "avx2": Packing(
         PAIR_BLOCK,

@@ -46,8 +46,8 @@ def _inline_into_epilogue(sch, blocks, kernel):
     return True
 
 
-def _packed(sch, conv, out, _target, intrin, columns):
-    schedule_packed(sch, conv, out, intrin, columns)
+def _packed(sch, conv, out, _target, packing):
+    schedule_packed(sch, conv, out, packing)
 
 
 class HandKernels(ScheduleRule):
@@ -61,10 +61,7 @@ class HandKernels(ScheduleRule):
     parallel loop nest over the tile's result."""
 
     SCHEDULES = {
-        **{
-            p.op_name: functools.partial(_packed, intrin=p.intrin, columns=p.columns)
-            for p in PACKINGS.values()
-        },
+        **{p.op_name: functools.partial(_packed, packing=p) for p in PACKINGS.values()},
         FP32_CONV_OP: schedule_conv2d_fp32,
         DEPTHWISE_OP: schedule_depthwise,
     }
