@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import CPU, LLVM, compiled, exact_conv, packed_conv_module, quantize_tiny, run_tvm
 
-from qbench.compile import build, lowering, tuning
+from qbench.compile import build, features, lowering, tuning
 from qbench.compile.features import has_feature
 from qbench.compile.kernels import layout
 from qbench.compile.kernels.conv2d import register_block
@@ -68,7 +68,9 @@ def _runs_here(path):
     feature = PATHS[path][0]
     if LLVM["mtriple"].split("-")[0] != _class_target(path)["mtriple"].split("-")[0]:
         pytest.skip(f"{path} kernels are for another architecture: compile-checked only")
-    if not has_feature(LLVM, feature):
+    if not has_feature(LLVM, feature) and features.host_lacks([feature]) != []:
+        # by the CPU's own flags: LLVM's model of an Intel Xeon VM with AMX (rocketlake)
+        # lacks the AVX-VNNI that its flags list
         pytest.skip(f"this CPU has no {feature}: {path} kernels are compile-checked only")
 
 

@@ -239,9 +239,14 @@ def schedule_packed(sch, conv, out, packing):
     ensure_intrin(packing.intrin)
     kh_size, kw_size = (int(sch.get(loop).extent) for loop in sch.get_loops(conv)[-3:-1])
     wide = kh_size * kw_size >= WIDE_TAPS
-    pair_columns = 0 if wide else packing.pair_columns
     oc, x, oc_i, ic_o, kh, kw, ic_i = tile_conv(
-        sch, conv, out, packing.columns, vector_rows=True, paired=wide, pair_columns=pair_columns
+        sch,
+        conv,
+        out,
+        packing.columns,
+        vector_rows=True,
+        paired=wide,
+        pair_columns=packing.pair_columns,
     )
     sch.reorder(ic_o, kh, kw, oc, x, oc_i, ic_i)
     init = sch.decompose_reduction(conv, ic_o)
