@@ -64,11 +64,11 @@ def test_vpmaddubsw_kernel_is_exact_on_random_operands():
 
 def test_vpmaddubsw_kernel_in_tiles_of_2_columns_by_32_channels_is_exact():
     """Rows of an even width and channels in pairs of 16 take tiles of 2 columns by 32
-    channels (``AVX2_U8_PAIR_COLUMNS``): 8 output columns, 64 channels, both images."""
-    from qbench.compile.kernels.conv2d import AVX2_U8_PAIR_COLUMNS
+    channels (``YMM_PAIR_COLUMNS``): 8 output columns, 64 channels, both images."""
+    from qbench.compile.kernels.conv2d import YMM_PAIR_COLUMNS
 
     _needs_avx2()
-    assert AVX2_U8_PAIR_COLUMNS == 2
+    assert YMM_PAIR_COLUMNS == 2
     rng = np.random.default_rng(2)
     x = rng.integers(0, 256, (2, 8, 10, 10)).astype(np.uint8)
     w = rng.integers(-63, 64, (64, 8, 3, 3)).astype(np.int8)

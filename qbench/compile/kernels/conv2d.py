@@ -23,10 +23,13 @@ IC_BLOCK = 4
 REGISTER_COLUMNS = 14  # zmm accumulators per tile, leaving registers for weights and broadcasts
 PAIR_BLOCK = 2  # int16 pairs: one vpmaddwd multiplies 2 input channels
 AVX2_REGISTER_COLUMNS = 6  # 16 ymm: 6 columns x 2 accumulators + 2 weights + 1 broadcast
-# vpmaddubsw's kernel (3 instructions and 2 temporaries a product) in tiles of 2 columns by
-# 32 channels: resnet18's 3x3 convs at batch 8 (AVX2 code, Intel Xeon with AMX, 2 threads,
-# one process) ran at 179-194 GMAC/s against 130-156 in tiles of 4-7 columns by 16
-AVX2_U8_PAIR_COLUMNS = 2
+# the 256-bit uint8 kernels (vpmaddubsw, AVX-VNNI's vpdpbusd) in tiles of 2 columns by 32
+# channels: on the Intel Xeon VM with AMX (2 threads, one process, old and new interleaved),
+# resnet18's 3x3 convs at batch 8 ran at 179-194 GMAC/s against 130-156 in tiles of 4-7
+# columns by 16 (vpmaddubsw); whole models, logits equal: vpmaddubsw (--fit-pairs) resnet18
+# 0.92x / 0.93x (batch 1 / 8), mobilenet_v2 0.94x / 0.94x; AVX-VNNI 0.90x / 0.97x and
+# 0.94x / 0.95x. The int16 vpmaddwd kernel ran 4-5 % slower so and keeps its tiles.
+YMM_PAIR_COLUMNS = 2
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
 
@@ -294,7 +297,7 @@ def tile_conv(
     ``guarded_block`` columns, the last one of a row partial, where ``limit`` is below
     ``REGISTER_COLUMNS`` (16-register CPUs). ``pair_columns``: where not 0 and a row divides
     into tiles of that many columns, and the channels into pairs of 16, those tiles by 32
-    channels (``AVX2_U8_PAIR_COLUMNS``). Returns the
+    channels (``YMM_PAIR_COLUMNS``). Returns the
     conv's loops (output-channel blocks, columns, 16 output channels, C/block, KH, KW,
     block) under the tile, for the caller to order."""
     loops, lanes = sch.get_loops(out), []

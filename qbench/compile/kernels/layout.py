@@ -15,11 +15,11 @@ from tvm import te, tirx
 from . import intrin
 from .conv2d import (
     AVX2_REGISTER_COLUMNS,
-    AVX2_U8_PAIR_COLUMNS,
     IC_BLOCK,
     OC_BLOCK,
     PAIR_BLOCK,
     REGISTER_COLUMNS,
+    YMM_PAIR_COLUMNS,
 )
 
 
@@ -79,6 +79,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
         intrin.AVXVNNI_INTRIN,
         "vpdpbusd",
         AVX2_REGISTER_COLUMNS,
+        pair_columns=YMM_PAIR_COLUMNS,
     ),
     "avx512bw": Packing(
         PAIR_BLOCK,
@@ -97,7 +98,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
         intrin.AVX2_U8_INTRIN,
         "vpmaddubsw",
         AVX2_REGISTER_COLUMNS,
-        pair_columns=AVX2_U8_PAIR_COLUMNS,
+        pair_columns=YMM_PAIR_COLUMNS,
     ),
     "avx2": Packing(
         PAIR_BLOCK,
