@@ -79,6 +79,7 @@ def test_build_refuses_an_option_it_does_not_use(tmp_path, models, capsys, optio
 
 
 @CROSS
+@pytest.mark.slow  # an RPC server under qemu-user: 49 s on the Intel Xeon VM
 @pytest.mark.skipif(
     not AARCH64_PYTHON or not Path(AARCH64_PYTHON).exists() or not shutil.which("qemu-aarch64"),
     reason="needs QBENCH_AARCH64_PYTHON, an aarch64 Python with TVM under qemu-user "
