@@ -99,7 +99,7 @@ CONV_SHAPES = [  # (c, o, hw, k, strides, dilation)
     (5, 64, 17, 3, (2, 2), (1, 1)),  # 8 columns, 64 channels: the 256-bit paths' 2 x 32 tiles
     (3, 20, 15, 3, (2, 2), (1, 1)),
     (16, 32, 13, 3, (1, 1), (2, 2)),
-    (8, 16, 7, 1, (1, 1), (1, 1)),
+    (8, 32, 7, 1, (1, 1), (1, 1)),  # 7 columns, 32 channels: the VNNI path's 7 x 32 tiles
     (3, 64, 21, 7, (2, 2), (1, 1)),  # a stem: 7x7 taps, paired 16-channel tiles
 ]
 

@@ -30,6 +30,12 @@ AVX2_REGISTER_COLUMNS = 6  # 16 ymm: 6 columns x 2 accumulators + 2 weights + 1 
 # 0.92x / 0.93x (batch 1 / 8), mobilenet_v2 0.94x / 0.94x; AVX-VNNI 0.90x / 0.97x and
 # 0.94x / 0.95x. The int16 vpmaddwd kernel ran 4-5 % slower so and keeps its tiles.
 YMM_PAIR_COLUMNS = 2
+# AVX-512 VNNI's zmm kernel in tiles of 7 columns by 32 channels (the same 14 accumulators as
+# 14 by 16, half the broadcasts): Intel Xeon VM with AMX, icelake-server code, whole models
+# A/B in one process, logits equal: resnet18 0.927x / 0.939x (batch 1 / 8), mobilenet_v2
+# 0.849x / 0.890x; resnet18's 3x3 convs alone at batch 8 616-633 GMAC/s against 572-607.
+# Not measured on the AMD CPUs that take this path
+ZMM_PAIR_COLUMNS = 7
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): FuseOps appends
 # the elementwise ops that follow a kernel so marked
 
@@ -297,7 +303,7 @@ def tile_conv(
     ``guarded_block`` columns, the last one of a row partial, where ``limit`` is below
     ``REGISTER_COLUMNS`` (16-register CPUs). ``pair_columns``: where not 0 and a row divides
     into tiles of that many columns, and the channels into pairs of 16, those tiles by 32
-    channels (``YMM_PAIR_COLUMNS``). Returns the
+    channels (``YMM_PAIR_COLUMNS``, ``ZMM_PAIR_COLUMNS``). Returns the
     conv's loops (output-channel blocks, columns, 16 output channels, C/block, KH, KW,
     block) under the tile, for the caller to order."""
     loops, lanes = sch.get_loops(out), []

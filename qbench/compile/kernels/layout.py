@@ -20,6 +20,7 @@ from .conv2d import (
     PAIR_BLOCK,
     REGISTER_COLUMNS,
     YMM_PAIR_COLUMNS,
+    ZMM_PAIR_COLUMNS,
 )
 
 
@@ -70,6 +71,7 @@ PACKINGS = {  # by kernel path (``kernels.select``)
         intrin.VNNI_INTRIN,
         "vpdpbusd",
         REGISTER_COLUMNS,
+        pair_columns=ZMM_PAIR_COLUMNS,
     ),
     "avxvnni": Packing(
         IC_BLOCK,
