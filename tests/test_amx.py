@@ -188,6 +188,60 @@ def test_amx_kernel_is_exact(n, c, o, hw, k, stride, dilation):
     np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilations))
 
 
+def _folded_accumulators(x, w, padding, tiles, target):
+    """The int32 accumulators (N, O, OH, OW) of the AMX kernel for a stride-2 conv of uint8
+    ``x`` (N, C <= 4, H, W) padded by ``padding`` with 77, run over its space-to-depth fold
+    (``amx.fold_plan``): the fold made by numpy's reshape, the weights folded by
+    ``pack_weight``."""
+    import tvm
+
+    n, c = x.shape[:2]
+    p, (top, left, bottom, right) = amx.fold_plan(x.shape, padding, w.shape[0], w.shape[2:])
+    padded = np.full((n, 4, x.shape[2] + top + bottom, x.shape[3] + left + right), 77, np.uint8)
+    padded[:, :c, top : top + x.shape[2], left : left + x.shape[3]] = x
+    rows, cols = padded.shape[2] // 2, padded.shape[3] // 2
+    split = padded.reshape(n, 4, rows, 2, cols, 2)  # (N, C, H', dy, W', dx)
+    data = np.ascontiguousarray(split.transpose(0, 2, 4, 3, 5, 1).reshape(n, 1, rows, cols, 16))
+    assert data.shape == p.data
+    lib = tvm.compile(tvm.IRModule({"main": amx.conv(p, None, False, tiles)}), target=target)
+    args = [tvm.runtime.tensor(a) for a in (data, amx.pack_weight(w, p), np.zeros(p.out, np.int32))]
+    lib["main"](*args)
+    out = args[-1].numpy().transpose(0, 1, 4, 2, 3).reshape(n, -1, *p.out[2:4])
+    return out[:, : w.shape[0]]
+
+
+FOLDED = [  # (N, C, O, H, W, K, padding): stride-2 convs on at most 4 channels
+    (1, 3, 24, 13, 13, 7, (3, 3, 3, 3)),  # resnet's stem at an odd size
+    (2, 3, 32, 16, 15, 3, (1, 1, 1, 1)),  # mobilenet's 3x3 stem
+    (1, 1, 16, 12, 11, 5, (0, 2, 1, 0)),  # grayscale, uneven padding, none on top
+    (1, 4, 16, 9, 10, 4, (1, 0, 2, 3)),  # 4 channels, an even kernel
+]
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+@pytest.mark.parametrize("n, c, o, h, w, k, padding", FOLDED)
+def test_a_folded_stride_2_conv_is_exact(tiles, n, c, o, h, w, k, padding):
+    """The folded conv against PyTorch's stride-2 conv of the padded input."""
+    if tiles == "amx":
+        _needs_amx()
+    rng = np.random.default_rng(k)
+    x = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
+    weight = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    got = _folded_accumulators(x, weight, padding, ops, target or SAPPHIRE_RAPIDS)
+    top, left, bottom, right = padding
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=77)
+    np.testing.assert_array_equal(got, exact_conv(padded, weight, (2, 2)))
+
+
+def test_only_stride_2_convs_on_at_most_4_channels_fold_and_from_batch_2():
+    assert amx.fold_of(3, (2, 2), (1, 1), batch=2) == 2
+    assert amx.fold_of(5, (2, 2), (1, 1), batch=2) == 1  # 2 x 2 x 5 channels pass 16
+    assert amx.fold_of(3, (1, 1), (1, 1), batch=2) == 1
+    assert amx.fold_of(3, (2, 2), (2, 2), batch=2) == 1  # dilated
+    assert amx.fold_of(3, (2, 2), (1, 1), batch=1) == 1  # measured slower at batch 1
+
+
 @pytest.mark.parametrize("weight", [-128, 127])
 @pytest.mark.parametrize("tiles", ["emulated", "amx"])
 def test_worst_case_operands_reach_the_int32_limits_exactly(tiles, weight):
@@ -217,9 +271,23 @@ def tiny_net():
     return tiny_convnet()
 
 
+def quantized_input_shape(mod, target):
+    """The shape of the tensor ``quantize_pack_pad`` writes in ``mod`` with ``target``'s
+    kernels."""
+    from qbench.compile.kernels.select import select_kernels
+
+    main = select_kernels(mod, target)["main"]
+    bindings = [b for block in main.body.blocks for b in block.bindings]
+    (written,) = [b.var for b in bindings if "quantize_pack_pad" in str(b.value)]
+    return tuple(int(v) for v in written.ty.shape)
+
+
 def test_an_amx_target_compiles_to_tdpbusd_on_any_host(tiny_net):
     q, _ = tiny_net
     assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS) == AMX_PATHS
+    # the stem (7x7, stride 2, pad 3 on 45 x 45: 23 x 23 out) reads its input folded: a
+    # 4x4 conv over 23 + 4 - 1 = 26 folded rows and columns of 2 x 2 x 4 channels
+    assert quantized_input_shape(q.int8_mod, SAPPHIRE_RAPIDS) == (2, 1, 26, 26, 16)
     assembly = build.assembly(compiled(q.int8_mod, SAPPHIRE_RAPIDS))
     assert assembly.count("tdpbusd") >= 6 and "ldtilecfg" in assembly
 

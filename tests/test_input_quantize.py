@@ -22,12 +22,22 @@ def _numpy(x, scale, zero_point, padding, block, dtype, offset):
     return (full - offset).astype(dtype)
 
 
-def _run(x, scale, zero_point, padding, packed):
+def _folded(blocked, fold):
+    """(N, chunks, H, W, block) -> (N, chunks, H / fold, W / fold, fold * fold * block),
+    pixel (y, x) at (y // fold, x // fold), channels ((y % fold) * fold + x % fold) * block
+    + c: space-to-depth by numpy's reshape."""
+    n, chunks, h, w, block = blocked.shape
+    split = blocked.reshape(n, chunks, h // fold, fold, w // fold, fold, block)
+    return split.transpose(0, 1, 2, 4, 3, 5, 6).reshape(n, chunks, h // fold, w // fold, -1)
+
+
+def _run(x, scale, zero_point, padding, packed, fold=1):
     import tvm
 
-    func = quantize_pack_pad(x.shape, scale, zero_point, padding, *packed)
+    func = quantize_pack_pad(x.shape, scale, zero_point, padding, *packed, fold=fold)
     lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(LLVM))
-    out = tvm.runtime.tensor(np.zeros(out_shape(x.shape, padding, packed[0]), packed[1]))
+    shape = out_shape(x.shape, padding, packed[0], fold=fold)
+    out = tvm.runtime.tensor(np.zeros(shape, packed[1]))
     lib["main"](tvm.runtime.tensor(x), out)
     return out.numpy()
 
@@ -51,6 +61,24 @@ def test_quantize_pack_pad_is_exact(channels, padding, packed):
         x = x.astype(np.float32)
         got = _run(x, np.float32(scale), 77, padding, packed)
         np.testing.assert_array_equal(got, _numpy(x, scale, 77, padding, *packed))
+
+
+@pytest.mark.parametrize("padding", [(4, 4, 3, 3), (0, 2, 1, 1), (2, 0, 3, 1)])
+def test_the_folded_input_is_exact(padding):
+    """Space-to-depth by 2 of the padded NCHW4c tensor: an odd width (the last column in a
+    half-filled folded pixel) and padded rows above, below and beside the input."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 3, 7, 9)) * 3).astype(np.float32)
+    got = _run(x, np.float32(0.0187), 77, padding, (4, "uint8", 0), fold=2)
+    expected = _folded(_numpy(x, 0.0187, 77, padding, 4, "uint8", 0), 2)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("padding, block", [((3, 3, 3, 3), 4), ((4, 4, 3, 3), 16)])
+def test_a_fold_the_padded_sizes_or_the_block_do_not_allow_is_refused(padding, block):
+    """7 + 6 = 13 rows do not fold by 2; 2 x 16 channels are more than 8 bytes a unit."""
+    with pytest.raises(ValueError, match="fold 2"):
+        quantize_pack_pad((1, 3, 7, 9), np.float32(0.1), 0, padding, block, fold=2)
 
 
 def test_halves_round_to_even_and_limits_clip():

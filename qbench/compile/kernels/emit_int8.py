@@ -341,7 +341,8 @@ def _amx_data(bb, layer):
     in that layout. Another input is packed to NCHW4c when it has at most 4 channels (the
     stem: 7 taps of 4 channels in one tile row), else to NCHW16c, then padded; the graph's
     quantize of an FP32 tensor (the network's input) is quantized, packed and padded by one
-    kernel (``_quantized_input``). The columns a tile row reads past the kernel's taps are
+    kernel (``_quantized_input``), folded space-to-depth for a stride-2 conv on at most 4
+    channels from batch 2 (``amx.fold_of``). The columns a tile row reads past the kernel's taps are
     padded with the zero point."""
     import dataclasses
 
@@ -361,6 +362,10 @@ def _amx_data(bb, layer):
             return blocked, p
     if border:  # a read the border does not fit: the plain tensor, packed again
         blocked = None
+    if blocked is None and amx.fold_of(inputs, *conv[2:], int(layer.x_q.ty.shape[0])) > 1:
+        folded = _folded_input(bb, layer, channels, (kh, kw))
+        if folded is not None:
+            return folded
     block = amx.QUAD if inputs <= amx.QUAD else OC_BLOCK
     block = block if blocked is None else int(blocked.ty.shape[-1])
     n, _, h, w = (int(v) for v in layer.x_q.ty.shape)
@@ -376,11 +381,23 @@ def _amx_data(bb, layer):
     return data, dataclasses.replace(p, data=tuple(int(v) for v in data.ty.shape))
 
 
-def _quantized_input(bb, layer, padding, packed, flat=False):
+def _folded_input(bb, layer, channels, kernel):
+    """(uint8 data var, ``amx.AmxPlan``) of a stride-2 AMX conv on at most 4 channels
+    reading the graph's quantize of an FP32 tensor folded space-to-depth
+    (``amx.fold_plan``); None for any other input."""
+    from . import amx
+
+    p, padding = amx.fold_plan(layer.x_q.ty.shape, tuple(layer.padding), channels, kernel)
+    data = _quantized_input(bb, layer, padding, (amx.QUAD, "uint8", 0), fold=p.fold)
+    return None if data is None else (data, p)
+
+
+def _quantized_input(bb, layer, padding, packed, flat=False, fold=1):
     """The data var of a layer reading the graph's quantize of an FP32 tensor: the
     quantize, packing and padding (top, left, bottom, right) as one kernel
     (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``; ``flat``:
-    the kernel writes flat pixel rows (``quantize_pack_pad``). None for
+    the kernel writes flat pixel rows, ``fold``: folded space-to-depth
+    (``quantize_pack_pad``). None for
     any other input, or, where the layer pads, a quantize whose zero point is not its padding
     value (``layer.zero_point``; a layer without padding has 0 there: any value serves)."""
     from tvm import relax
@@ -391,7 +408,7 @@ def _quantized_input(bb, layer, padding, packed, flat=False):
     if source is None or (any(layer.padding) and source[2] != int(layer.zero_point)):
         return None
     x, scale, zero_point = source
-    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed, flat)
+    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed, flat, fold)
     kernel = bb.add_func(func.without_attr("global_symbol"), "quantize_pack_pad")
-    out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0], flat), packed[1])
+    out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0], flat, fold), packed[1])
     return bb.emit(relax.call_tir(kernel, relax.Tuple([x]), out))

@@ -36,7 +36,7 @@ def quantize_source(bb, x_q):
 
 
 def quantize_pack_pad(
-    shape, scale, zero_point, padding, block, dtype="uint8", offset=0, flat=False
+    shape, scale, zero_point, padding, block, dtype="uint8", offset=0, flat=False, fold=1
 ):
     """The PrimFunc of FP32 (N, C, H, W) -> (N, ceil(C/block), H + top + bottom,
     W + left + right, block) of ``dtype``: each value clip(round(x / scale[c]) +
@@ -54,21 +54,45 @@ def quantize_pack_pad(
         flat: write each row's pixels as one run of elements, (N, ceil(C/block),
             H + top + bottom, (W + left + right) * block) (``out_shape``): with ``block`` C,
             the flat pixel rows of ``conv2d.blocked_conv``.
+        fold: write the padded tensor folded space-to-depth, (N, ceil(C/block),
+            (H + top + bottom) / fold, (W + left + right) / fold, fold * fold * block),
+            pixel (y, x) at (y // fold, x // fold), channel ((y % fold) * fold + x % fold)
+            * block + c (``amx.fold_plan``).
+
+    Raises:
+        ValueError: ``fold`` with ``flat``, with more than 8 bytes a folded row of a pixel,
+            or with a padded size not a multiple of it.
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
+    _check_fold(shape, padding, block, flat, fold)
     blocked = out_shape(shape, padding, block)
     with IRBuilder() as builder:
         with T.prim_func():
             T.func_name("quantize_pack_pad")
             x = T.arg("x", T.buffer(tuple(int(v) for v in shape), "float32"))
-            written = T.arg("out", T.buffer(out_shape(shape, padding, block, flat), dtype))
+            written = T.arg("out", T.buffer(out_shape(shape, padding, block, flat, fold), dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
             with T.sblock("root"):
-                out = T.decl_buffer(blocked, dtype, data=written.data)  # the 5-D view
-                _rows(x, out, padding, (scale, zero_point, offset, dtype))
+                params = (scale, zero_point, offset, dtype)
+                if fold > 1:
+                    _folded_rows(x, written, (blocked, padding), params, fold)
+                else:
+                    out = T.decl_buffer(blocked, dtype, data=written.data)  # the 5-D view
+                    _rows(x, out, padding, params)
     return builder.get()
+
+
+def _check_fold(shape, padding, block, flat, fold):
+    top, left, bottom, right = padding
+    sizes = (int(shape[2]) + top + bottom, int(shape[3]) + left + right)
+    if fold > 1 and (flat or fold * block > 8 or any(v % fold for v in sizes)):
+        raise ValueError(
+            f"quantize_pack_pad: fold {fold} needs no flat rows, at most 8 bytes in a pixel's "
+            f"folded row (block {block}) and padded sizes that are multiples of it; got "
+            f"padding {padding}, padded sizes {sizes}"
+        )
 
 
 def _rows(x, out, padding, params):
@@ -85,30 +109,76 @@ def _rows(x, out, padding, params):
         row = (task // (chunks * rows), task // rows % chunks, task % rows)
         with T.If(T.And(row[2] >= top, row[2] < top + h)):
             with T.Then():
-                _fill(out, row, (0, left), block, fill)
-                with T.serial(w) as col:
-                    for lane in range(block):
-                        index = (row[0], row[1] * block + lane, row[2] - top, col)
-                        T.buffer_store(out, _quantized(x, index, params), [*row, left + col, lane])
-                _fill(out, row, (left + w, right), block, fill)
+                _row(x, (out, row, row), padding, params)
             with T.Else():
                 _fill(out, row, (0, width), block, fill)
 
 
-def out_shape(shape, padding, block, flat=False):
+def _row(x, target, padding, params):
+    """One padded row inside the input's rows: ``target`` (buffer, its index prefix, the
+    row (b, chunk, y) of the padded tensor); the fill, the quantized pixels (the channels
+    of a pixel stored side by side, an interleaved store group LLVM vectorizes), the fill."""
+    from tvm.script.ir_builder import tirx as T
+
+    out, at, (b, chunk, y) = target
+    top, left, _, right = padding
+    w, block = int(x.shape[3]), int(out.shape[-1])
+    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    _fill(out, at, (0, left), block, fill)
+    with T.serial(w) as col:
+        for lane in range(block):
+            index = (b, chunk * block + lane, y - top, col)
+            T.buffer_store(out, _quantized(x, index, params), [*at, left + col, lane])
+    _fill(out, at, (left + w, right), block, fill)
+
+
+def _folded_rows(x, written, layout, params, fold):
+    """The body of ``quantize_pack_pad`` with ``fold``: one folded row a task, its
+    ``fold`` padded rows written to a local buffer as ``_rows`` writes them, then copied
+    as units of a pixel's row in the fold (``fold * block`` bytes, one integer): the units
+    of the ``fold`` rows interleaved, a store group LLVM vectorizes. ``layout``: (the
+    unfolded padded shape (N, chunks, H, W, block), padding)."""
+    from tvm.script.ir_builder import tirx as T
+
+    (n, chunks, height, width, block), padding = layout
+    top, h = padding[0], int(x.shape[2])
+    unit = f"uint{8 * fold * block}"
+    folded = (n, chunks, height // fold, width // fold, fold)
+    out = T.decl_buffer(folded, unit, data=written.data)
+    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    with T.parallel(n * chunks * (height // fold)) as task:
+        b, chunk, i = task // (chunks * folded[2]), task // folded[2] % chunks, task % folded[2]
+        rows = T.alloc_buffer((fold, width, block), params[3], scope="local")
+        for dy in range(fold):
+            y = i * fold + dy
+            with T.If(T.And(y >= top, y < top + h)):
+                with T.Then():
+                    _row(x, (rows, (dy,), (b, chunk, y)), padding, params)
+                with T.Else():
+                    _fill(rows, (dy,), (0, width), block, fill)
+        units = T.decl_buffer((fold, width // fold), unit, data=rows.data, scope="local")
+        with T.serial(width // fold) as j:
+            for dy in range(fold):
+                T.buffer_store(out, units[dy, j], [b, chunk, i, j, dy])
+
+
+def out_shape(shape, padding, block, flat=False, fold=1):
     """(N, ceil(C/block), H + top + bottom, W + left + right, block), or with ``flat``
-    (N, ceil(C/block), H + top + bottom, (W + left + right) * block): the shape
-    ``quantize_pack_pad`` writes for input ``shape`` (N, C, H, W)."""
+    (N, ceil(C/block), H + top + bottom, (W + left + right) * block), or with ``fold``
+    (N, ceil(C/block), (H + top + bottom) / fold, (W + left + right) / fold,
+    fold * fold * block): the shape ``quantize_pack_pad`` writes for input ``shape``
+    (N, C, H, W)."""
     n, c, h, w = (int(v) for v in shape)
     top, left, bottom, right = padding
     rows, width = h + top + bottom, w + left + right
     if flat:
         return (n, -(-c // block), rows, width * block)
-    return (n, -(-c // block), rows, width, block)
+    return (n, -(-c // block), rows // fold, width // fold, fold * fold * block)
 
 
 def _fill(out, row, columns, block, fill):
-    """``fill`` into ``columns`` (first, count) of one output row."""
+    """``fill`` into ``columns`` (first, count) of one output row (``row``: its index
+    prefix in ``out``)."""
     from tvm.script.ir_builder import tirx as T
 
     first, count = columns
