@@ -125,10 +125,11 @@ def test_weight_packing_indices():
     assert not packed[:, :, :, 1, 8:].any()  # tap 5, past KW
 
 
-def _accumulators(x, w, strides, dilation, tiles, target):
+def _accumulators(x, w, strides, dilation, tiles, target, pool=None):
     """The int32 accumulators (N, O, OH, OW) of the AMX kernel for uint8 ``x`` (N, C, H, W),
     spatially padded already, and int8 ``w`` (O, C, KH, KW), both packed as the emitter packs
-    them (NCHW4c for up to 4 channels, else NCHW16c; the columns past the taps padded)."""
+    them (NCHW4c for up to 4 channels, else NCHW16c; the columns past the taps padded);
+    with ``pool`` ((KH, KW), (SH, SW), (PH, PW)) max pooled by the kernel (``amx.pooled``)."""
     import dataclasses
 
     import tvm
@@ -143,12 +144,13 @@ def _accumulators(x, w, strides, dilation, tiles, target):
     extra = np.full((*data.shape[:3], amx.extra_columns(p), block), 77, np.uint8)
     data = np.ascontiguousarray(np.concatenate([data, extra], axis=3))
     p = dataclasses.replace(p, data=data.shape)
+    p = p if pool is None else amx.pooled(p, pool)
     func = amx.conv(p, None, False, tiles)
     lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
-    args = [data, amx.pack_weight(w, p), np.zeros(p.out, np.int32)]
+    args = [data, amx.pack_weight(w, p), np.zeros(p.result, np.int32)]
     args = [tvm.runtime.tensor(a) for a in args]
     lib["main"](*args)
-    out = args[-1].numpy().transpose(0, 1, 4, 2, 3).reshape(n, -1, *p.out[2:4])
+    out = args[-1].numpy().transpose(0, 1, 4, 2, 3).reshape(n, -1, *p.result[2:4])
     return out[:, : w.shape[0]]
 
 
@@ -234,6 +236,37 @@ def test_a_folded_stride_2_conv_is_exact(tiles, n, c, o, h, w, k, padding):
     np.testing.assert_array_equal(got, exact_conv(padded, weight, (2, 2)))
 
 
+POOLED = [  # (N, C, O, H=W, K, stride, pool (size, stride, padding)), H padded already
+    (1, 3, 32, 29, 7, 2, (3, 2, 1)),  # resnet's stem and max pool: 12 x 12 -> 6 x 6
+    (2, 16, 32, 20, 3, 1, (3, 2, 1)),  # 18 -> 9: the last window's row past the output
+    (1, 16, 16, 41, 3, 1, (2, 2, 0)),  # 39 conv columns: 3 tiles, the last shifted back
+    (1, 24, 48, 13, 1, 1, (3, 1, 1)),  # stride 1: every pooled row adds one conv row
+]
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+@pytest.mark.parametrize("n, c, o, hw, k, stride, pool", POOLED)
+def test_a_fused_max_pool_is_exact(tiles, n, c, o, hw, k, stride, pool):
+    """The kernel's max pool of its int32 accumulators against PyTorch's max pool (padded
+    with -inf) of the exact conv."""
+    if tiles == "amx":
+        _needs_amx()
+    x, w = _operands(n, c, o, hw, k, seed=hw)
+    size, pool_stride, padding = pool
+    spec = ((size, size), (pool_stride, pool_stride), (padding, padding))
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    got = _accumulators(x, w, (stride, stride), (1, 1), ops, target or SAPPHIRE_RAPIDS, spec)
+    conv = torch.from_numpy(exact_conv(x, w, (stride, stride)))
+    expected = torch.nn.functional.max_pool2d(conv, size, pool_stride, padding).numpy()
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_pool_padded_or_strided_past_its_window_is_refused():
+    p = amx.plan((1, 1, 9, 9, 16), 16, (3, 3), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match="pads or strides past its window"):
+        amx.pooled(p, ((2, 2), (3, 3), (0, 0)))
+
+
 def test_only_stride_2_convs_on_at_most_4_channels_fold_and_from_batch_2():
     assert amx.fold_of(3, (2, 2), (1, 1), batch=2) == 2
     assert amx.fold_of(5, (2, 2), (1, 1), batch=2) == 1  # 2 x 2 x 5 channels pass 16
@@ -262,7 +295,7 @@ AMX_PATHS = {  # the two 1x1 convs at 6x6 (41K and 35K MACs) are too small to pa
     "int8 conv2d vnni": 2,
     "int8 conv2d depthwise": 1,
     "int8 matmul vnni": 1,
-    "uint8 max_pool2d taps": 1,
+    "uint8 max_pool2d amx": 1,  # the stem's kernel pools its accumulators
 }
 
 
@@ -325,13 +358,18 @@ def stem_without_relu():
 
 def test_a_max_pool_keeps_its_padding_where_a_border_could_win_the_max(stem_without_relu):
     """Without a ReLU the stem's uint8 holds values below its zero point: a border of the
-    zero point could beat them in a window's max, so the stem writes no border and the pool
-    pads its input with 0; the pool's own output, read by an AMX conv only, has one."""
+    zero point could beat them in a window's max, so the (VNNI) stem writes no border and
+    the pool pads its input with 0. The AMX stem pools its accumulators itself: no pad."""
     q, _ = stem_without_relu
-    assert pads(q.int8_mod, SAPPHIRE_RAPIDS) == [(2, 1, 23, 23, 16)]  # the stem's, before the pool
+    vnni = {**CPU, "mcpu": "icelake-server"}
+    assert pads(q.int8_mod, vnni) == [(2, 1, 23, 23, 16)]  # the stem's, before the pool
+    assert pads(q.int8_mod, SAPPHIRE_RAPIDS) == []
+    assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS)["uint8 max_pool2d amx"] == 1
 
 
-def test_a_max_pool_between_bordered_and_plain_tensors_is_exact_on_amx(stem_without_relu):
+def test_a_stem_pooling_values_below_its_zero_point_is_exact_on_amx(stem_without_relu):
+    """The AMX stem's fused pool, windows past the output included, against TVM's own
+    integer ops: the logits bit for bit."""
     _needs_amx()
     q, x = stem_without_relu
     on_amx = run_tvm(compiled(q.int8_mod, SAPPHIRE_RAPIDS), x)

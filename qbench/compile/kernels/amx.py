@@ -25,6 +25,12 @@ is the same bit for bit). Output positions run along one output row, or for stri
 the padded rows (``AmxPlan.flat``); a line that ends inside a tile takes its last tile
 shifted back (recomputing a few positions).
 
+A uint8 max pool that alone reads such a conv's output (resnet's stem -> max pool) is
+computed by the conv's kernel (``pooled``): each task keeps a ring of the pool window's
+conv rows as int32 accumulators and requantizes the max of each window, a quarter of the
+pixels for a 3x3 stride-2 pool, and no tensor of the conv's size is stored or read again.
+The requantize is monotone (multipliers >= 0), so the uint8 are those of pooling after it.
+
 The tile operations come from ``AmxTiles`` (the LLVM intrinsics; x86 AMX targets only:
 compiling them for any other CPU aborts the process) or ``LoopTiles``, the same program
 with each tile operation as plain TIR loops of its semantics, so the blocking and indexing
@@ -82,6 +88,8 @@ class AmxPlan:
             of the folded conv.
         shift: (rows, columns) of padding added before the input so that its padding is a
             multiple of ``fold`` (``fold_weight``).
+        pool: ((KH, KW), (SH, SW), (PH, PW)) of a max pool the kernel applies to the conv's
+            int32 accumulators before the requantize (``pooled``), or None.
     """
 
     data: tuple
@@ -100,6 +108,7 @@ class AmxPlan:
     residual_border: int = 0
     fold: int = 1
     shift: tuple = (0, 0)
+    pool: tuple = None
 
     @property
     def block(self):
@@ -117,9 +126,19 @@ class AmxPlan:
         return (self.out[1], self.data[1], kh, self.groups, self.k_bytes // QUAD, LANES, QUAD)
 
     @property
+    def result(self):
+        """(N, OCB, H, W, 16) of the kernel's result: ``out``, or the max pool's output."""
+        if self.pool is None:
+            return self.out
+        n, ocb, oh, ow, lanes = self.out
+        (kh, kw), (sh, sw), (ph, pw) = self.pool
+        return (n, ocb, (oh + 2 * ph - kh) // sh + 1, (ow + 2 * pw - kw) // sw + 1, lanes)
+
+    @property
     def stored(self):
-        """(N, OCB, OH + 2 b, OW + 2 b, 16) of the output tensor with its ``border`` b."""
-        return _bordered(self.out, self.border)
+        """(N, OCB, H + 2 b, W + 2 b, 16) of the output tensor (``result``) with its
+        ``border`` b."""
+        return _bordered(self.result, self.border)
 
     @property
     def residual_shape(self):
@@ -186,6 +205,29 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
         flat,
         (origin, origin),
     )
+
+
+def pool_fits(pool):
+    """Whether ``pooled`` takes a max pool ((KH, KW), (SH, SW), (PH, PW)): its padding
+    within a window (PH < KH: every window holds an output row) and its stride skipping
+    no row (SH <= KH: the rows live in a ring of KH), and the same for columns."""
+    (kh, kw), (sh, sw), (ph, pw) = pool
+    return ph < kh and pw < kw and sh <= kh and sw <= kw
+
+
+def pooled(p, pool):
+    """``p`` with a max pool ((KH, KW), (SH, SW), (PH, PW)) of its output fused (``pool``),
+    its tiles along single output rows (a pooled row reads whole conv rows).
+
+    Raises:
+        ValueError: a pool ``pool_fits`` refuses.
+    """
+    if not pool_fits(pool):
+        raise ValueError(f"amx.pooled: max pool {pool} pads or strides past its window")
+    ow = p.out[3]
+    rows = min(TILE_ROWS, ow)
+    m_tiles = 2 if ow > rows else 1
+    return dataclasses.replace(p, flat=False, rows=rows, m_tiles=m_tiles, pool=tuple(pool))
 
 
 def fold_of(inputs, strides, dilation, batch):
@@ -431,7 +473,8 @@ def conv(p, epilogue, residual, tiles):
             tiles.request()
             flat = T.decl_buffer((int(np.prod(p.data)),), "uint8", data=args[0].data)
             w = T.decl_buffer((int(np.prod(p.weight_shape)),), "int8", data=args[1].data)
-            _tasks(p, (flat, w, *args[2:], out), epilogue, tiles)
+            run = _tasks if p.pool is None else _pooled_tasks
+            run(p, (flat, w, *args[2:], out), epilogue, tiles)
     return builder.get()
 
 
@@ -449,10 +492,7 @@ def _tasks(p, buffers, epilogue, tiles):
     groups, steps = ocb // p.n_tiles, p.lines * p.tiles_per_line // p.m_tiles
     runs = min(steps, ROW_RUNS)
     with T.parallel(n * groups * runs) as task:
-        if _weights_outer(p):
-            group, b, run = task // (n * runs), task // runs % n, task % runs
-        else:
-            b, group, run = task // (groups * runs), task // runs % groups, task % runs
+        b, group, run = _task_index(p, task, (n, groups, runs))
         tiles.configure(_shapes(p))
         acc = T.alloc_buffer((p.m_tiles * p.n_tiles * TILE_ROWS * LANES,), "int32", scope="local")
         first, last = run * steps // runs, (run + 1) * steps // runs
@@ -463,13 +503,112 @@ def _tasks(p, buffers, epilogue, tiles):
                 T.min((pair * p.m_tiles + mi) * p.rows, p.positions - p.rows)
                 for mi in range(p.m_tiles)
             ]
-            _accumulate(p, buffers[:2], (b, group, line), starts, tiles, acc)
+            _accumulate(p, buffers[:2], (b, group, line), starts, tiles)
+            _store_tiles(p, tiles, acc, lambda mi, ni, t: (t * TILE_ROWS * LANES, LANES * 4))
             _requantize(p, buffers[2:], (b, group, line), starts, epilogue, acc)
         tiles.release()
-        if p.border:
-            with T.If(run == 0), T.Then():
-                for ni in range(p.n_tiles):
-                    fill_border(buffers[-1], (b, group * p.n_tiles + ni), p.border, epilogue[0])
+        _fill_borders(p, buffers[-1], (b, group, run), epilogue)
+
+
+def _pooled_tasks(p, buffers, epilogue, tiles):
+    """The parallel loop of ``conv`` with a fused max pool (``p.pool``): one task per
+    (output-channel group, image, band of pooled rows). A task computes the conv rows of
+    each pooled row's window that the row before did not (all of them for its first) into a
+    ring of KH rows of int32 accumulators, then takes each pooled pixel's max over its
+    window and requantizes that: the requantize is monotone (multipliers >= 0: the caller
+    checks), so this is the max of the requantized values, on a quarter of the pixels. A
+    window past the output reads its nearest row and column inside it instead (the max is
+    the same)."""
+    from tvm.script.ir_builder import tirx as T
+
+    n, ocb, oh, ow = p.out[:4]
+    (kh, _), (sh, _), (ph, _) = p.pool
+    height = p.result[2]
+    groups, runs = ocb // p.n_tiles, min(p.result[2], ROW_RUNS)
+    width = p.n_tiles * LANES  # int32 accumulators of a conv pixel in the ring
+    with T.parallel(n * groups * runs) as task:
+        b, group, run = _task_index(p, task, (n, groups, runs))
+        tiles.configure(_shapes(p))
+        ring = T.alloc_buffer((kh * ow * width,), "int32", scope="local")
+        first, last = run * height // runs, (run + 1) * height // runs
+        with T.serial(last - first) as i:
+            top = (first + i) * sh - ph
+            with T.serial(kh) as k:
+                fresh = T.Or(i == 0, k >= kh - sh)  # rows the pooled row before lacked
+                with T.If(T.And(fresh, T.And(top + k >= 0, top + k < oh))), T.Then():
+                    _ring_row(p, buffers[:2], (b, group, top + k), tiles, ring)
+            _pool_row(p, (ring, *buffers[2:]), (b, group, first + i), epilogue)
+        tiles.release()
+        _fill_borders(p, buffers[-1], (b, group, run), epilogue)
+
+
+def _ring_row(p, buffers, task, tiles, ring):
+    """Conv output row y (``task``: (b, group, y)) of the group's channels into the ring's
+    slot y % KH: (OW, n_tiles x 16) int32, the last tile of the row shifted back."""
+    b, group, y = task
+    ow, width = p.out[3], p.n_tiles * LANES
+    slot = y % p.pool[0][0]
+    for step in range(p.tiles_per_line // p.m_tiles):
+        starts = [min((step * p.m_tiles + mi) * p.rows, ow - p.rows) for mi in range(p.m_tiles)]
+        _accumulate(p, buffers, (b, group, y), starts, tiles)
+
+        def at(mi, ni, t, starts=starts):
+            return (slot * ow + starts[mi]) * width + ni * LANES, width * 4
+
+        _store_tiles(p, tiles, ring, at)
+
+
+def _pool_row(p, buffers, task, epilogue):
+    """Pooled row ``task`` (b, group, row): each pixel's 16 channels a vector, the max of
+    its window's accumulators in the ring, requantized (or as they are without an
+    ``epilogue``) and stored (``_store``)."""
+    from tvm.script.ir_builder import tirx as T
+
+    ring, *constants, out = buffers
+    b, group, row = task
+    oh, ow = p.out[2:4]
+    (kh, kw), (sh, sw), (ph, pw) = p.pool
+    width = p.n_tiles * LANES
+
+    def inside(v, size):
+        return T.max(T.min(v, size - 1), 0)
+
+    with T.serial(p.result[3]) as x:
+        for ni in range(p.n_tiles):
+            with T.vectorized(LANES) as lane:
+                values = []
+                for dy in range(kh):
+                    slot = inside(row * sh - ph + dy, oh) % kh
+                    for dx in range(kw):
+                        column = inside(x * sw - pw + dx, ow)
+                        values.append(ring[(slot * ow + column) * width + ni * LANES + lane])
+                value = values[0]
+                for other in values[1:]:
+                    value = T.max(value, other)
+                index = (b, group * p.n_tiles + ni, row, x, lane)
+                _store(p, out, index, value, constants, epilogue)
+
+
+def _task_index(p, task, counts):
+    """(image, output-channel group, run) of parallel ``task`` among ``counts`` (images,
+    groups, runs): the larger of a group's weights and an image's data outermost
+    (``_weights_outer``)."""
+    n, groups, runs = counts
+    if _weights_outer(p):
+        return task // runs % n, task // (n * runs), task % runs
+    return task // (groups * runs), task // runs % groups, task % runs
+
+
+def _fill_borders(p, out, task, epilogue):
+    """The border of ``out`` around the task's channel blocks, by its first run
+    (``task``: (image, group, run))."""
+    from tvm.script.ir_builder import tirx as T
+
+    b, group, run = task
+    if p.border:
+        with T.If(run == 0), T.Then():
+            for ni in range(p.n_tiles):
+                fill_border(out, (b, group * p.n_tiles + ni), p.border, epilogue[0])
 
 
 def _weights_outer(p):
@@ -495,9 +634,8 @@ def _shapes(p):
     return shapes
 
 
-def _accumulate(p, buffers, task, starts, tiles, acc):
-    """Zero the C tiles, accumulate them over (input block, kernel row, tap group), store
-    them to ``acc`` ((m_tiles * n_tiles) x 16 x 16 int32)."""
+def _accumulate(p, buffers, task, starts, tiles):
+    """Zero the C tiles and accumulate them over (input block, kernel row, tap group)."""
     from tvm.script.ir_builder import tirx as T
 
     data, weight = buffers
@@ -520,10 +658,16 @@ def _accumulate(p, buffers, task, starts, tiles, acc):
         for mi in range(p.m_tiles):
             for ni in range(p.n_tiles):
                 tiles.dot(c_tiles[mi][ni], a_tiles[mi], b_tiles[ni])
+
+
+def _store_tiles(p, tiles, buf, at):
+    """Store each C tile to int32 ``buf`` at ``at(mi, ni, tile)``: (offset in elements,
+    row stride in bytes)."""
+    c_tiles, _, _ = _tile_numbers(p)
     for mi in range(p.m_tiles):
         for ni in range(p.n_tiles):
-            t = c_tiles[mi][ni]
-            tiles.store(t, acc, t * TILE_ROWS * LANES, LANES * 4)
+            offset, stride = at(mi, ni, c_tiles[mi][ni])
+            tiles.store(c_tiles[mi][ni], buf, offset, stride)
 
 
 def _requantize(p, buffers, task, starts, epilogue, acc):

@@ -303,21 +303,29 @@ def _residual_input(bb, t_q, z_t):
     return blocked, border
 
 
-def amx_requantized(bb, chain):
+def amx_requantized(bb, chain, pool=None):
     """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv``), storing
     uint8 NCHW16c, with the chain's ``border`` of its zero point around it. It reads its
     input as ``_amx_data`` gives it, and a residual input as the uint8 kernel before wrote
-    it (bordered or not), else packed. Returns the unpacked (N, C, OH, OW) uint8 tensor, as
-    ``packed_requantized``."""
+    it (bordered or not), else packed. With ``pool`` (the ``patterns.FloatLayer`` of the
+    uint8 max pool that alone reads the chain's output, its multipliers all >= 0: the
+    caller checks), the kernel max pools its accumulators (``amx.pooled``) and stores the
+    pool's output with the pool's ``border``. Returns the unpacked (N, C, OH, OW) uint8
+    tensor, as ``packed_requantized``."""
     import dataclasses
 
     from tvm import relax
 
     from . import amx, layout
+    from .patterns import pool_spec
 
     layer = chain.layer
     data, p = _amx_data(bb, layer)
-    p = dataclasses.replace(p, border=chain.border)
+    if pool is None:
+        p = dataclasses.replace(p, border=chain.border)
+    else:
+        border = pool.border[0] if pool.border else 0
+        p = dataclasses.replace(amx.pooled(p, pool_spec(pool.call)), border=border)
     args = [data, _const(amx.pack_weight(layer.weight, p), "int8")]
     args += _blocked_constants(chain, layer.correction)
     residual = None
@@ -328,10 +336,11 @@ def amx_requantized(bb, chain):
         p, residual = dataclasses.replace(p, residual_border=border), (k, z_t)
     epilogue = (chain.zero_point, chain.bounds, residual)
     func = amx.conv(p, epilogue, residual is not None, amx.AmxTiles())
-    kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d")
+    name = "amx_conv2d" if pool is None else "amx_conv2d_max_pool"
+    kernel = bb.add_func(func.without_attr("global_symbol"), name)
     out = relax.TensorType(p.stored, "uint8")
     blocked = bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
-    return bb.call_te(layout.unpack_nchw16c, blocked, layer.weight.shape[0], chain.border)
+    return bb.call_te(layout.unpack_nchw16c, blocked, layer.weight.shape[0], p.border)
 
 
 def _amx_data(bb, layer):

@@ -105,6 +105,17 @@ def _op(call, kind):
     return DEPTHWISE if groups == int(weight[0]) == channels and int(weight[1]) == 1 else None
 
 
+def pool_spec(call):
+    """((KH, KW), (SH, SW), (PH, PW)) of a max_pool2d ``call`` (``float_layer``) padded alike
+    on opposite sides, without dilation; None for any other pool."""
+    a = call.attrs
+    top, left, bottom, right = (int(v) for v in a.padding)
+    if (top, left) != (bottom, right) or tuple(int(d) for d in a.dilation) != (1, 1):
+        return None
+    size, strides = (tuple(int(v) for v in values) for values in (a.pool_size, a.strides))
+    return (size, strides, (top, left))
+
+
 def _is_max_pool(call):
     from tvm import relax
 

@@ -179,11 +179,13 @@ def _visit(mod, target, emit):
 
     @mutator
     class _Selector(PyExprMutator):
-        var2val, chains, absorbed, pool_borders = {}, {}, set(), {}
+        var2val, chains, absorbed, pool_borders, fused = {}, {}, set(), {}, {}
 
         def visit_call_(self, call):
             if call in self.chains:
                 return self._requantized(self.chains[call])
+            if call in self.fused:
+                return self._pooled(self.fused[call], call)
             if call in self.absorbed:  # its chain's kernel computes it: left unused
                 return self.visit_expr_post_order(call)
             border = self.pool_borders.get(call)
@@ -212,12 +214,26 @@ def _visit(mod, target, emit):
             chain = dataclasses.replace(chain, layer=layer, residual=residual)
             return kernel.emit_u8(self.builder_, chain)
 
+        def _pooled(self, chain, call):
+            """The AMX conv ``chain`` with the max pool ``call`` reading it, one kernel."""
+            kernel = choose(chain.layer, target, requantized=True)
+            pool = dataclasses.replace(float_layer(call), border=self.pool_borders.get(call))
+            paths[_path_name(chain.layer, kernel)] += 1
+            paths[_path_name(pool, kernel)] += 1
+            if not emit:
+                return self.visit_expr_post_order(call)
+            chain = dataclasses.replace(chain, layer=_remapped(self, chain.layer))
+            return emit_int8.amx_requantized(self.builder_, chain, pool)
+
     selector = _Selector(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             selector.var2val = relax.analysis.get_var2val(func)
-            selector.chains, selector.pool_borders = _chains(func, selector.var2val, target)
-            selector.absorbed = {chain.layer.call for chain in selector.chains.values()}
+            chains, selector.pool_borders = _chains(func, selector.var2val, target)
+            selector.fused = _fused_pools(func, chains, selector.pool_borders, target)
+            fused = {chain.call for chain in selector.fused.values()}
+            selector.chains = {c: chain for c, chain in chains.items() if c not in fused}
+            selector.absorbed = {chain.layer.call for chain in chains.values()} | fused
             new = relax.analysis.remove_all_unused(selector.visit_expr(func))
             selector.builder_.update_func(gvar, new)
     return selector.builder_.get(), paths
@@ -242,6 +258,39 @@ def _chains(func, var2val, target):
         return choose(chain.layer, target, True).path
 
     return with_borders(found, var2val, uses, path_of)
+
+
+def _fused_pools(func, chains, pool_borders, target):
+    """{max pool call: the ``RequantizedLayer`` it alone reads} for the uint8 max pools
+    the AMX kernel of their input's chain computes with it (``amx.pooled``): a chain
+    without a residual whose multipliers are all >= 0 (the requantize is then monotone, so
+    pooling the accumulators first gives the same uint8), a pool ``patterns.pool_spec``
+    takes that pads and strides within its window, and a border, if the pool writes one,
+    of the chain's zero point."""
+    from tvm import relax
+
+    from ...model.graph import use_counts
+    from .amx import pool_fits
+    from .patterns import pool_spec
+
+    var2val = relax.analysis.get_var2val(func)
+    var_of = {call: var for var, call in var2val.items()}
+    by_var = {var_of.get(call): chain for call, chain in chains.items()}
+    uses = use_counts(func)
+    fused = {}
+    for call in var2val.values():
+        layer = float_layer(call)
+        if layer is None or layer.op != MAX_POOL or layer.precision != "uint8":
+            continue
+        chain, spec = by_var.get(call.args[0]), pool_spec(call)
+        if chain is None or spec is None or uses[call.args[0]] != 1 or chain.residual:
+            continue
+        border = pool_borders.get(call)
+        fits = pool_fits(spec) and (border is None or border[1] == chain.zero_point)
+        monotone = (chain.layer.rescale >= 0).all()
+        if fits and monotone and choose(chain.layer, target, True).path == "amx":
+            fused[call] = chain
+    return fused
 
 
 def _remapped(mutator, layer):
