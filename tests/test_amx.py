@@ -217,6 +217,8 @@ FOLDED = [  # (N, C, O, H, W, K, padding): stride-2 convs on at most 4 channels
     (2, 3, 32, 16, 15, 3, (1, 1, 1, 1)),  # mobilenet's 3x3 stem
     (1, 1, 16, 12, 11, 5, (0, 2, 1, 0)),  # grayscale, uneven padding, none on top
     (1, 4, 16, 9, 10, 4, (1, 0, 2, 3)),  # 4 channels, an even kernel
+    (2, 3, 32, 17, 17, 4, (0, 0, 0, 0)),  # an even kernel on an odd size: 7 x 7 out, and
+    # 9 folded rows hold the input where the conv reads 8 (break-test find)
 ]
 
 

@@ -242,28 +242,35 @@ def fold_plan(input_shape, padding, channels_out, kernel, fold=FOLD):
     """(the ``AmxPlan`` of a stride-``fold`` conv of ``channels_out`` outputs over an (N, C,
     H, W) input with C <= ``QUAD`` padded by ``padding`` (top, left, bottom, right), run as a
     stride-1 conv over its space-to-depth fold, (N, 1, H', W', fold * fold * QUAD); the
-    padding of the unfolded input that folds into that shape)."""
+    padding of the unfolded input that folds into that shape).
+
+    The fold holds the whole input, and may hold more than the conv reads (an even kernel
+    on an odd size): the plan's outputs are the conv's, planned over the rows and columns
+    the folded kernel reads."""
     n, _, h, w = (int(v) for v in input_shape)
     top, left, bottom, right = padding
     rows = _folded_extent(h, (top, bottom), kernel[0], fold)
     cols = _folded_extent(w, (left, right), kernel[1], fold)
-    data = (n, 1, rows[2], cols[2], fold * fold * QUAD)
-    p = plan(data, channels_out, (rows[1], cols[1]), (1, 1), (1, 1))
-    padding = tuple(rows[3][:1] + cols[3][:1] + rows[3][1:] + cols[3][1:])
-    return dataclasses.replace(p, fold=fold, shift=(rows[0], cols[0])), padding
+    read = (n, 1, rows[2], cols[2], fold * fold * QUAD)
+    p = plan(read, channels_out, (rows[1], cols[1]), (1, 1), (1, 1))
+    data = (n, 1, rows[3], cols[3], fold * fold * QUAD)
+    padding = tuple(rows[4][:1] + cols[4][:1] + rows[4][1:] + cols[4][1:])
+    return dataclasses.replace(p, data=data, fold=fold, shift=(rows[0], cols[0])), padding
 
 
 def _folded_extent(size, padding, kernel, fold):
-    """(shift, folded kernel, folded size, (padding before, after)) along one axis of
-    ``fold_plan``: the shift makes the padding before a multiple of ``fold``; the folded
-    size covers the folded kernel's reach past the last output (zero weights read it) and
-    the whole input."""
+    """(shift, folded kernel, folded size the conv reads, folded size, (padding before,
+    after)) along one axis of ``fold_plan``: the shift makes the padding before a multiple
+    of ``fold``; the folded size covers the folded kernel's reach past the last output (zero
+    weights read it) and the whole input."""
     before, after = padding
     shift = (-before) % fold
     folded_kernel = -(-(kernel + shift) // fold)
     out = (size + before + after - kernel) // fold + 1
-    folded = max(out + folded_kernel - 1, -(-(before + shift + size) // fold))
-    return shift, folded_kernel, folded, (before + shift, fold * folded - before - shift - size)
+    read = out + folded_kernel - 1
+    folded = max(read, -(-(before + shift + size) // fold))
+    padded = (before + shift, fold * folded - before - shift - size)
+    return shift, folded_kernel, read, folded, padded
 
 
 def fold_weight(w, fold, shift):
