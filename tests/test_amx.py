@@ -205,6 +205,7 @@ def _folded_accumulators(x, w, padding, tiles, target):
     split = padded.reshape(n, 4, rows, 2, cols, 2)  # (N, C, H', dy, W', dx)
     data = np.ascontiguousarray(split.transpose(0, 2, 4, 3, 5, 1).reshape(n, 1, rows, cols, 16))
     assert data.shape == p.data
+    assert amx.extra_columns(p) == 0  # no tile row reads past the data (break-test find)
     lib = tvm.compile(tvm.IRModule({"main": amx.conv(p, None, False, tiles)}), target=target)
     args = [tvm.runtime.tensor(a) for a in (data, amx.pack_weight(w, p), np.zeros(p.out, np.int32))]
     lib["main"](*args)
@@ -219,6 +220,7 @@ FOLDED = [  # (N, C, O, H, W, K, padding): stride-2 convs on at most 4 channels
     (1, 4, 16, 9, 10, 4, (1, 0, 2, 3)),  # 4 channels, an even kernel
     (2, 3, 32, 17, 17, 4, (0, 0, 0, 0)),  # an even kernel on an odd size: 7 x 7 out, and
     # 9 folded rows hold the input where the conv reads 8 (break-test find)
+    (1, 3, 16, 14, 14, 8, (1, 1, 1, 1)),  # 5 folded taps: 2 groups of 3, one past the kernel
 ]
 
 

@@ -246,16 +246,20 @@ def fold_plan(input_shape, padding, channels_out, kernel, fold=FOLD):
 
     The fold holds the whole input, and may hold more than the conv reads (an even kernel
     on an odd size): the plan's outputs are the conv's, planned over the rows and columns
-    the folded kernel reads."""
+    the folded kernel reads. It also holds the columns a row group reads past the folded
+    kernel (``extra_columns``: 5 folded taps in 2 groups of 3)."""
     n, _, h, w = (int(v) for v in input_shape)
     top, left, bottom, right = padding
     rows = _folded_extent(h, (top, bottom), kernel[0], fold)
     cols = _folded_extent(w, (left, right), kernel[1], fold)
     read = (n, 1, rows[2], cols[2], fold * fold * QUAD)
     p = plan(read, channels_out, (rows[1], cols[1]), (1, 1), (1, 1))
-    data = (n, 1, rows[3], cols[3], fold * fold * QUAD)
-    padding = tuple(rows[4][:1] + cols[4][:1] + rows[4][1:] + cols[4][1:])
-    return dataclasses.replace(p, data=data, fold=fold, shift=(rows[0], cols[0])), padding
+    p = dataclasses.replace(p, data=(n, 1, rows[3], cols[3], fold * fold * QUAD))
+    extra = extra_columns(p)  # taps past the folded kernel that a row group reads
+    p = dataclasses.replace(p, data=(*p.data[:3], cols[3] + extra, p.block))
+    right = cols[4][1] + fold * extra
+    padding = (rows[4][0], cols[4][0], rows[4][1], right)
+    return dataclasses.replace(p, fold=fold, shift=(rows[0], cols[0])), padding
 
 
 def _folded_extent(size, padding, kernel, fold):
