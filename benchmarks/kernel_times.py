@@ -98,13 +98,23 @@ def main():
     )
     for ms, calls, name in rows[: args.top]:
         print(f"{ms:8.3f} ms  {calls:4g} calls  {name}  {shapes.get(name, '(VM builtin)')}")
-    groups = {}
+    groups, names = {}, {name for _, _, name in rows}
     for ms, calls, name in rows:
-        group = groups.setdefault(re.sub(r"(?<=[a-z]{2})\d+(?=_|$)", "", name), [0.0, 0.0])
+        group = groups.setdefault(kind_of(name, names), [0.0, 0.0])
         group[0], group[1] = group[0] + ms, group[1] + calls
     print(f"sum {sum(row[0] for row in rows):.3f} ms over {len(rows)} functions; by kind:")
     for kind, (ms, calls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
         print(f"{ms:8.3f} ms {calls:5g} calls  {kind}")
+
+
+def kind_of(name, names):
+    """The kernel ``name`` without the number TVM appends to tell copies apart: digits after
+    two letters before a ``_`` or the end (``fused_add3`` -> ``fused_add``), or trailing
+    digits where the name without them is among ``names`` (``amx_conv2d2`` -> ``amx_conv2d``;
+    ``amx_conv2d`` itself stays)."""
+    kind = re.sub(r"(?<=[a-z]{2})\d+(?=_|$)", "", name)
+    base = re.sub(r"\d+$", "", name)
+    return base if kind == name and base in names else kind
 
 
 if __name__ == "__main__":
