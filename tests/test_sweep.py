@@ -89,6 +89,14 @@ def test_bad_grid_input_exits_2_before_any_cell(tmp_path, capsys, monkeypatch, g
     assert not list(tmp_path.glob("rep/*"))
 
 
+def test_a_model_file_without_the_function_exits_2_before_any_cell(tmp_path, capsys, models):
+    """``build`` is defined in the file; ``biuld`` appears nowhere in it: refused before the
+    grid runs, the file not executed."""
+    assert _sweep(tmp_path, "--models", f"{models}:build,{models}:biuld", *TINY) == 2
+    assert f"{models} defines no 'biuld'" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()
+
+
 def test_same_model_file_by_two_paths_is_refused(tmp_path, capsys, models):
     twice = f"{models}:build,{models.parent / '..' / models.parent.name / models.name}:build"
     assert _sweep(tmp_path, "--models", twice, *TINY) == 2

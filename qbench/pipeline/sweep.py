@@ -108,7 +108,8 @@ def split_items(text, flag):
 
 def check_models(models):
     """Reject the models that can be found wrong without loading them: a registry name not
-    registered, a ``FILE.py:FUNCTION`` or ``FILE.pt2`` whose file is missing.
+    registered, a ``FILE.py:FUNCTION`` or ``FILE.pt2`` whose file is missing, a FILE.py
+    that never names FUNCTION (``_names_function``).
 
     Raises:
         UserError: naming the model and the valid choices (close registry names), or two
@@ -121,12 +122,33 @@ def check_models(models):
             file, _, func = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
             if not Path(file).is_file():
                 raise UserError(f"--models {spec}: file {file} not found")
+            if func and not _names_function(Path(file), func):
+                raise UserError(f"--models {spec}: {file} defines no {func!r}")
             key = f"{Path(file).resolve()}:{func}"
         else:
             zoo.get_spec(spec)
         if key in seen:
             raise UserError(f"--models: {seen[key]} and {spec} are the same model; name it once")
         seen[key] = spec
+
+
+def _names_function(file, func):
+    """Whether Python ``file`` may define ``func``, read without running it: the name is
+    bound or used anywhere in it, or a star import may bring it; a file Python cannot parse
+    is left to the cell to report."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(), str(file))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias) and node.name == "*":
+            return True
+        names = (getattr(node, attr, None) for attr in ("name", "id", "asname", "attr"))
+        if func in names:
+            return True
+    return False
 
 
 def check_targets(texts, threads, runs_here=True):
