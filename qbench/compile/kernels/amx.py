@@ -39,6 +39,7 @@ are checked bit for bit on any CPU.
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -252,29 +253,45 @@ def fold_plan(input_shape, padding, channels_out, kernel, fold=FOLD):
     top, left, bottom, right = padding
     rows = _folded_extent(h, (top, bottom), kernel[0], fold)
     cols = _folded_extent(w, (left, right), kernel[1], fold)
-    read = (n, 1, rows[2], cols[2], fold * fold * QUAD)
-    p = plan(read, channels_out, (rows[1], cols[1]), (1, 1), (1, 1))
-    p = dataclasses.replace(p, data=(n, 1, rows[3], cols[3], fold * fold * QUAD))
-    extra = extra_columns(p)  # taps past the folded kernel that a row group reads
-    p = dataclasses.replace(p, data=(*p.data[:3], cols[3] + extra, p.block))
-    right = cols[4][1] + fold * extra
-    padding = (rows[4][0], cols[4][0], rows[4][1], right)
-    return dataclasses.replace(p, fold=fold, shift=(rows[0], cols[0])), padding
+    block = fold * fold * QUAD
+    p = plan(
+        (n, 1, rows.read, cols.read, block),
+        channels_out,
+        (rows.kernel, cols.kernel),
+        (1, 1),
+        (1, 1),
+    )
+    extra = extra_columns(dataclasses.replace(p, data=(n, 1, rows.size, cols.size, block)))
+    data = (n, 1, rows.size, cols.size + extra, block)
+    padding = (rows.before, cols.before, rows.after, cols.after + fold * extra)
+    return dataclasses.replace(p, data=data, fold=fold, shift=(rows.shift, cols.shift)), padding
+
+
+class _Extent(NamedTuple):
+    """One axis of ``fold_plan``: ``shift`` makes the padding ``before`` a multiple of the
+    fold; ``kernel`` is the folded kernel; ``read`` the folded size the conv reads (the
+    folded kernel's reach past the last output: zero weights read it); ``size`` the folded
+    size, which also holds the whole input; ``after`` the unfolded padding after."""
+
+    shift: int
+    kernel: int
+    read: int
+    size: int
+    before: int
+    after: int
 
 
 def _folded_extent(size, padding, kernel, fold):
-    """(shift, folded kernel, folded size the conv reads, folded size, (padding before,
-    after)) along one axis of ``fold_plan``: the shift makes the padding before a multiple
-    of ``fold``; the folded size covers the folded kernel's reach past the last output (zero
-    weights read it) and the whole input."""
+    """The ``_Extent`` of an axis of ``size`` padded by (before, after) ``padding``, for a
+    ``kernel`` at stride ``fold``."""
     before, after = padding
     shift = (-before) % fold
     folded_kernel = -(-(kernel + shift) // fold)
-    out = (size + before + after - kernel) // fold + 1
-    read = out + folded_kernel - 1
+    read = (size + before + after - kernel) // fold + folded_kernel
     folded = max(read, -(-(before + shift + size) // fold))
-    padded = (before + shift, fold * folded - before - shift - size)
-    return shift, folded_kernel, read, folded, padded
+    return _Extent(
+        shift, folded_kernel, read, folded, before + shift, fold * folded - before - shift - size
+    )
 
 
 def fold_weight(w, fold, shift):

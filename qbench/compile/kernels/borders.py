@@ -68,7 +68,7 @@ def with_borders(chains, var2val, uses, path_of):
         the pools that write a bordered output).
     """
     var_of = {call: var for var, call in var2val.items()}
-    pools = [call for call in var2val.values() if _uint8_max_pool(call)]
+    pools = [call for call in var2val.values() if uint8_max_pool(call)]
     reads, zero_points, pooled = Counter(), {}, set()
     for chain in chains.values():
         need = _bordered_read(chain.layer, path_of(chain))
@@ -108,7 +108,8 @@ def with_borders(chains, var2val, uses, path_of):
     return bordered, {pool: b for pool, b in pool_borders.items() if b is not None}
 
 
-def _uint8_max_pool(call):
+def uint8_max_pool(call):
+    """Whether ``call`` is a max pool of a uint8 tensor (``patterns.float_layer``)."""
     from .patterns import MAX_POOL, float_layer
 
     layer = float_layer(call)

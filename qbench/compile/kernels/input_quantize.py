@@ -100,11 +100,9 @@ def _rows(x, out, padding, params):
     ``params``: (scale, zero_point, offset, dtype)."""
     from tvm.script.ir_builder import tirx as T
 
-    _, _, h, w = (int(v) for v in x.shape)
+    top, h = padding[0], int(x.shape[2])
     _, chunks, rows, width, block = (int(v) for v in out.shape)
-    top, left, _, right = padding
-    _, zero_point, offset, dtype = params
-    fill = T.Cast(dtype, T.int32(zero_point - offset))
+    fill = _fill_value(params)
     with T.parallel(int(out.shape[0]) * chunks * rows) as task:
         row = (task // (chunks * rows), task // rows % chunks, task % rows)
         with T.If(T.And(row[2] >= top, row[2] < top + h)):
@@ -123,7 +121,7 @@ def _row(x, target, padding, params):
     out, at, (b, chunk, y) = target
     top, left, _, right = padding
     w, block = int(x.shape[3]), int(out.shape[-1])
-    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    fill = _fill_value(params)
     _fill(out, at, (0, left), block, fill)
     with T.serial(w) as col:
         for lane in range(block):
@@ -145,7 +143,7 @@ def _folded_rows(x, written, layout, params, fold):
     unit = f"uint{8 * fold * block}"
     folded = (n, chunks, height // fold, width // fold, fold)
     out = T.decl_buffer(folded, unit, data=written.data)
-    fill = T.Cast(params[3], T.int32(params[1] - params[2]))
+    fill = _fill_value(params)
     with T.parallel(n * chunks * (height // fold)) as task:
         b, chunk, i = task // (chunks * folded[2]), task // folded[2] % chunks, task % folded[2]
         rows = T.alloc_buffer((fold, width, block), params[3], scope="local")
@@ -174,6 +172,15 @@ def out_shape(shape, padding, block, flat=False, fold=1):
     if flat:
         return (n, -(-c // block), rows, width * block)
     return (n, -(-c // block), rows // fold, width // fold, fold * fold * block)
+
+
+def _fill_value(params):
+    """``zero_point - offset`` in the packing's dtype (``params``: (scale, zero_point,
+    offset, dtype)): the padded pixels' and channels' value."""
+    from tvm.script.ir_builder import tirx as T
+
+    _, zero_point, offset, dtype = params
+    return T.Cast(dtype, T.int32(zero_point - offset))
 
 
 def _fill(out, row, columns, block, fill):

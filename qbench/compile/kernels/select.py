@@ -175,6 +175,8 @@ def _visit(mod, target, emit):
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
+    from ...model.graph import use_counts
+
     paths = Counter()
 
     @mutator
@@ -228,9 +230,10 @@ def _visit(mod, target, emit):
     selector = _Selector(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
-            selector.var2val = relax.analysis.get_var2val(func)
-            chains, selector.pool_borders = _chains(func, selector.var2val, target)
-            selector.fused = _fused_pools(func, chains, selector.pool_borders, target)
+            selector.var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
+            chains, selector.pool_borders = _chains(selector.var2val, uses, target)
+            found = (chains, selector.pool_borders)
+            selector.fused = _fused_pools(selector.var2val, uses, found, target)
             fused = {chain.call for chain in selector.fused.values()}
             selector.chains = {c: chain for c, chain in chains.items() if c not in fused}
             selector.absorbed = {chain.layer.call for chain in chains.values()} | fused
@@ -239,14 +242,13 @@ def _visit(mod, target, emit):
     return selector.builder_.get(), paths
 
 
-def _chains(func, var2val, target):
-    """({uint8 cast: ``RequantizedLayer``} of ``func``'s integer requantizes whose layer's
-    kernel has a uint8 form on ``target``, {max pool call: its output's border}), with the
-    borders of ``borders.with_borders``."""
-    from ...model.graph import use_counts
+def _chains(var2val, uses, target):
+    """({uint8 cast: ``RequantizedLayer``} of a function's integer requantizes whose
+    layer's kernel has a uint8 form on ``target``, {max pool call: its output's border}),
+    with the borders of ``borders.with_borders`` (``var2val``: the function's bindings;
+    ``uses``: ``model.graph.use_counts`` of it)."""
     from .borders import with_borders
 
-    uses = use_counts(func)
     found = {}
     for call in var2val.values():
         chain = requantized_layer(call, var2val, uses)
@@ -260,28 +262,22 @@ def _chains(func, var2val, target):
     return with_borders(found, var2val, uses, path_of)
 
 
-def _fused_pools(func, chains, pool_borders, target):
+def _fused_pools(var2val, uses, found, target):
     """{max pool call: the ``RequantizedLayer`` it alone reads} for the uint8 max pools
     the AMX kernel of their input's chain computes with it (``amx.pooled``): a chain
     without a residual whose multipliers are all >= 0 (the requantize is then monotone, so
     pooling the accumulators first gives the same uint8), a pool ``patterns.pool_spec``
     takes that pads and strides within its window, and a border, if the pool writes one,
-    of the chain's zero point."""
-    from tvm import relax
-
-    from ...model.graph import use_counts
+    of the chain's zero point. ``found``: ``_chains``' (chains, pool borders)."""
     from .amx import pool_fits
+    from .borders import uint8_max_pool
     from .patterns import pool_spec
 
-    var2val = relax.analysis.get_var2val(func)
+    chains, pool_borders = found
     var_of = {call: var for var, call in var2val.items()}
     by_var = {var_of.get(call): chain for call, chain in chains.items()}
-    uses = use_counts(func)
     fused = {}
-    for call in var2val.values():
-        layer = float_layer(call)
-        if layer is None or layer.op != MAX_POOL or layer.precision != "uint8":
-            continue
+    for call in filter(uint8_max_pool, var2val.values()):
         chain, spec = by_var.get(call.args[0]), pool_spec(call)
         if chain is None or spec is None or uses[call.args[0]] != 1 or chain.residual:
             continue
