@@ -166,12 +166,12 @@ def pads(mod, target):
     return sorted(found)
 
 
-def bordered_nchw16c(x, border, fill):
-    """uint8 (N, C, H, W), C a multiple of 16 -> (N, C/16, H + 2b, W + 2b, 16) with a border
-    of ``fill``."""
+def bordered_blocks(x, border, fill, block=16):
+    """uint8 (N, C, H, W), C a multiple of ``block`` -> (N, C/block, H + 2b, W + 2b, block)
+    with a border of ``fill`` (NCHW16c, or NCHW64c with ``block`` 64)."""
     n, c, h, w = x.shape
     padded = np.pad(x, ((0, 0), (0, 0), (border, border), (border, border)), constant_values=fill)
-    blocked = padded.reshape(n, c // 16, 16, h + 2 * border, w + 2 * border)
+    blocked = padded.reshape(n, c // block, block, h + 2 * border, w + 2 * border)
     return np.ascontiguousarray(blocked.transpose(0, 1, 3, 4, 2))
 
 

@@ -12,7 +12,7 @@ from helpers import (
     CPU,
     LLVM,
     SAPPHIRE_RAPIDS,
-    bordered_nchw16c,
+    bordered_blocks,
     compiled,
     exact_conv,
     pads,
@@ -408,37 +408,47 @@ def test_max_pool_nchw16c_with_an_output_border_is_exact(padding, border):
     np.testing.assert_array_equal(got.numpy(), expected)
 
 
+BORDERED = [  # (origin, kernel, (C, O), (input, output, residual) channels per block)
+    (0, 3, (32, 32), (16, 16, 16)),  # a 3x3 conv taking the border as its padding
+    (1, 1, (32, 32), (16, 16, 16)),  # a 1x1 conv reading from the border in
+    (0, 3, (64, 128), (64, 64, 64)),  # wide: one 64-byte tap a tile row (``kernels.wide``)
+    (0, 3, (64, 128), (16, 64, 16)),
+    (0, 3, (64, 128), (64, 16, 64)),
+]
+
+
 @pytest.mark.parametrize("tiles", ["emulated", "amx"])
-@pytest.mark.parametrize("origin, kernel", [(0, 3), (1, 1)])
-def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel):
-    """A 3x3 conv reading a bordered tensor as its padding (origin 0) and a 1x1 conv reading
-    it from its border in (origin 1), each writing a border of its zero point and adding a
-    bordered residual: bit for bit against numpy, the border included."""
+@pytest.mark.parametrize("origin, kernel, channels, blocks", BORDERED)
+def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel, channels, blocks):
+    """A conv reading a bordered tensor, writing a border of its zero point and adding a
+    bordered residual, each in NCHW16c or NCHW64c: bit for bit against numpy, the border
+    included."""
     import tvm
 
     if tiles == "amx":
         _needs_amx()
+    (c, o), (data_block, out_block, residual_block) = channels, blocks
     rng = np.random.default_rng(3)
-    x = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
-    w = rng.integers(-128, 128, (32, 32, kernel, kernel)).astype(np.int8)
-    residual = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
+    x = rng.integers(0, 256, (2, c, 9, 9)).astype(np.uint8)
+    w = rng.integers(-128, 128, (o, c, kernel, kernel)).astype(np.int8)
+    residual = rng.integers(0, 256, (2, o, 9, 9)).astype(np.uint8)
     zp_in, zp_out, bounds = 7, 11, (11, 250)
-    data = bordered_nchw16c(x, 1, zp_in)
-    p = amx.plan(data.shape, 32, (kernel, kernel), (1, 1), (1, 1), origin=origin)
+    data = bordered_blocks(x, 1, zp_in, data_block)
+    p = amx.plan(data.shape, o, (kernel, kernel), (1, 1), (1, 1), origin=origin)
+    assert p.k_bytes == min(kernel * data_block, 64)
     p = dataclasses.replace(p, border=1, residual_border=1)
+    p = dataclasses.replace(p, out_block=out_block, residual_block=residual_block)
     ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
     func = amx.conv(p, (zp_out, bounds, (0.5, 9)), True, ops)
     lib = tvm.compile(
         tvm.IRModule({"main": func}), target=tvm.target.Target(target or SAPPHIRE_RAPIDS)
     )
-    constants = [
-        np.zeros(32, np.int32),
-        np.full(32, 2.0**-6, np.float32),
-        np.full(32, 0.25, np.float32),
-    ]
-    args = [data, amx.pack_weight(w, p), *constants, bordered_nchw16c(residual, 1, 0)]
-    args = [tvm.runtime.tensor(a) for a in [*args, np.zeros(p.stored, np.uint8)]]
+    constants = [np.zeros(o, np.int32), np.full(o, 2.0**-6, np.float32)]
+    constants.append(np.full(o, 0.25, np.float32))
+    args = [data, amx.pack_weight(w, p), *constants]
+    args.append(bordered_blocks(residual, 1, 0, residual_block))
+    args = [tvm.runtime.tensor(a) for a in [*args, np.full(p.stored, 3, np.uint8)]]
     lib["main"](*args)
     read = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=zp_in) if origin == 0 else x
     expected = requantized_numpy(exact_conv(read, w), zp_out, bounds, residual)
-    np.testing.assert_array_equal(args[-1].numpy(), bordered_nchw16c(expected, 1, zp_out))
+    np.testing.assert_array_equal(args[-1].numpy(), bordered_blocks(expected, 1, zp_out, out_block))

@@ -9,7 +9,7 @@ from helpers import (
     CPU,
     LLVM,
     SAPPHIRE_RAPIDS,
-    bordered_nchw16c,
+    bordered_blocks,
     compiled,
     exact_conv,
     pads,
@@ -112,7 +112,7 @@ def test_a_packed_kernel_reads_and_writes_borders_exactly(origin, kernel):
     x[0, :, :4], w[:8], w[8:16] = 255, -128, 127
     residual = rng.integers(0, 256, (2, 32, 9, 9)).astype(np.uint8)
     zp_in, zp_out, bounds = 7, 11, (11, 250)
-    data, res = bordered_nchw16c(x, 1, zp_in), bordered_nchw16c(residual, 1, 3)
+    data, res = bordered_blocks(x, 1, zp_in), bordered_blocks(residual, 1, 3)
     mod = _bordered_conv_module(data.shape, w, res.shape, origin, (zp_out, bounds, (0.5, 9)))
     if not has_feature(LLVM, "avx512vnni"):
         compiled(mod, VNNI)
@@ -121,4 +121,4 @@ def test_a_packed_kernel_reads_and_writes_borders_exactly(origin, kernel):
     got = vm["main"](tvm.runtime.tensor(data), tvm.runtime.tensor(res)).numpy()
     read = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=zp_in) if origin == 0 else x
     expected = requantized_numpy(exact_conv(read, w), zp_out, bounds, residual)
-    np.testing.assert_array_equal(got, bordered_nchw16c(expected, 1, zp_out))
+    np.testing.assert_array_equal(got, bordered_blocks(expected, 1, zp_out))

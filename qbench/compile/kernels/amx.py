@@ -52,6 +52,7 @@ LANES = 16  # output channels of a C tile (int32)
 QUAD = 4  # bytes one tdpbusd dot product takes per lane
 TILES = 8  # tmm0-7
 ROW_RUNS = 4  # parallel tasks per (image, output-channel group): runs of steps
+WIDE = 64  # channels per block of a wide output (``AmxPlan.out_block``)
 FOLD = 2  # space-to-depth factor of a stride-2 conv on at most QUAD channels
 # Folding pays from batch 2: resnet18 whole, A/B in one process on an Intel Xeon with AMX,
 # ran 0.980x at batch 2, 0.975x at 4 and 0.97x at 8, but 1.003-1.016x at batch 1 (the
@@ -91,6 +92,10 @@ class AmxPlan:
             multiple of ``fold`` (``fold_weight``).
         pool: ((KH, KW), (SH, SW), (PH, PW)) of a max pool the kernel applies to the conv's
             int32 accumulators before the requantize (``pooled``), or None.
+        out_block: channels per block of the stored output: 16 (NCHW16c), or ``WIDE``
+            (NCHW64c, ``kernels.wide``: a 3x3 conv reading it takes one 64-byte tile row per
+            tap, where NCHW16c gives 48-byte rows at 16-byte steps).
+        residual_block: channels per block of the residual input, 16 or ``WIDE``.
     """
 
     data: tuple
@@ -110,6 +115,8 @@ class AmxPlan:
     fold: int = 1
     shift: tuple = (0, 0)
     pool: tuple = None
+    out_block: int = LANES
+    residual_block: int = LANES
 
     @property
     def block(self):
@@ -137,13 +144,13 @@ class AmxPlan:
 
     @property
     def stored(self):
-        """(N, OCB, H + 2 b, W + 2 b, 16) of the output tensor (``result``) with its
-        ``border`` b."""
-        return _bordered(self.result, self.border)
+        """(N, C / out_block, H + 2 b, W + 2 b, out_block) of the output tensor (``result``)
+        with its ``border`` b."""
+        return _bordered(self.result, self.border, self.out_block)
 
     @property
     def residual_shape(self):
-        return _bordered(self.out, self.residual_border)
+        return _bordered(self.out, self.residual_border, self.residual_block)
 
     @property
     def positions(self):
@@ -164,9 +171,19 @@ class AmxPlan:
         return count + count % self.m_tiles
 
 
-def _bordered(shape, border):
+def _bordered(shape, border, block):
+    """(N, OCB, H, W, 16) ``shape`` with a ``border`` on every side, in blocks of ``block``
+    channels."""
     n, c, h, w, lanes = shape
-    return (n, c, h + 2 * border, w + 2 * border, lanes)
+    return (n, c * lanes // block, h + 2 * border, w + 2 * border, block)
+
+
+def _in_block(index, block):
+    """Index (N, OCB, H, W, 16) of 16-channel block OCB as an index of the same tensor in
+    blocks of ``block`` channels."""
+    b, o, y, x, lane = index
+    per = block // LANES
+    return (b, o // per, y, x, o % per * LANES + lane)
 
 
 def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
@@ -633,10 +650,13 @@ def _fill_borders(p, out, task, epilogue):
     from tvm.script.ir_builder import tirx as T
 
     b, group, run = task
+    per = p.out_block // LANES  # 16-channel blocks per stored block
     if p.border:
         with T.If(run == 0), T.Then():
             for ni in range(p.n_tiles):
-                fill_border(out, (b, group * p.n_tiles + ni), p.border, epilogue[0])
+                o = group * p.n_tiles + ni
+                with T.If(o % per == 0), T.Then():  # the task holding the block's first
+                    fill_border(out, (b, o // per), p.border, epilogue[0])
 
 
 def _weights_outer(p):
@@ -701,7 +721,8 @@ def _store_tiles(p, tiles, buf, at):
 def _requantize(p, buffers, task, starts, epilogue, acc):
     """Each pixel's 16 channels of ``acc`` requantized to uint8 as one vector
     (``conv2d.requantize_u8``), or as they are without an ``epilogue``, stored to the
-    output (NCHW16c). A pixel's position is found once for its ``n_tiles`` channel blocks."""
+    output (in blocks of ``p.out_block``). A pixel's position is found once for its
+    ``n_tiles`` channel blocks."""
     from tvm.script.ir_builder import tirx as T
 
     *constants, out = buffers
@@ -721,15 +742,17 @@ def _requantize(p, buffers, task, starts, epilogue, acc):
 
 def _store(p, out, index, value, constants, epilogue):
     """Store one int32 accumulator ``value`` of output pixel ``index`` (N, OCB, OH, OW, 16)
-    to ``out`` (past its border), requantized to uint8 when there is an ``epilogue`` (the
-    residual input, ``constants[3]``, read at the same pixel, past its own border)."""
+    to ``out`` (past its border, in blocks of ``p.out_block``), requantized to uint8 when
+    there is an ``epilogue`` (the residual input, ``constants[3]``, read at the same pixel,
+    past its own border, in blocks of ``p.residual_block``)."""
     from tvm.script.ir_builder import tirx as T
 
     from .conv2d import requantize_u8
 
     b, o, y, x, lane = index
     if epilogue is not None:
-        rb = p.residual_border
-        residual = constants[3][b, o, y + rb, x + rb, lane] if len(constants) > 3 else None
+        rb, residual = p.residual_border, None
+        if len(constants) > 3:
+            residual = constants[3][_in_block((b, o, y + rb, x + rb, lane), p.residual_block)]
         value = requantize_u8(value, o * LANES + lane, constants, epilogue, residual)
-    T.buffer_store(out, value, [b, o, y + p.border, x + p.border, lane])
+    T.buffer_store(out, value, _in_block((b, o, y + p.border, x + p.border, lane), p.out_block))

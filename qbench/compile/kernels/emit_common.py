@@ -32,15 +32,19 @@ def padded_nchw16c(bb, data, padding, zero_point):
     return bb.emit(op.nn.pad(data, width, pad_value=float(zero_point)))
 
 
-def blocked_behind(bb, x_q):
-    """(the uint8 NCHW16c tensor a uint8 kernel wrote, its border: ``amx.AmxPlan.border``)
-    when ``x_q`` (N, C, H, W) is its unpack, else (None, 0)."""
+def blocked_behind(bb, x_q, blocks=(16,)):
+    """(the uint8 channel-blocked tensor a uint8 kernel wrote, its border:
+    ``amx.AmxPlan.border``) when ``x_q`` (N, C, H, W) is its unpack and its channels are in
+    blocks of one of ``blocks`` (16: NCHW16c; an AMX reader also takes 64, ``kernels.wide``),
+    else (None, 0)."""
     from tvm import relax
 
     value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
     callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
     if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
         blocked = value.args[1].fields[0]
+        if int(blocked.ty.shape[-1]) not in blocks:
+            return None, 0
         border = (int(blocked.ty.shape[2]) - int(x_q.ty.shape[2])) // 2
         return blocked, border
     return None, 0

@@ -291,13 +291,13 @@ def _nchw16c_of(bb, x_q, zero_point):
     return blocked
 
 
-def _residual_input(bb, t_q, z_t):
-    """(the uint8 NCHW16c residual input ``t_q`` of a uint8 kernel, its border): as the
-    uint8 kernel before wrote it (bordered or not), else packed with ``z_t`` in its padded
-    channels."""
+def _residual_input(bb, t_q, z_t, blocks=(16,)):
+    """(the uint8 channel-blocked residual input ``t_q`` of a uint8 kernel, its border): as
+    the uint8 kernel before wrote it (bordered or not) when in blocks of one of ``blocks``
+    (``blocked_behind``), else packed to NCHW16c with ``z_t`` in its padded channels."""
     from . import layout
 
-    blocked, border = blocked_behind(bb, t_q)
+    blocked, border = blocked_behind(bb, t_q, blocks)
     if blocked is None:
         blocked = bb.emit(bb.call_te(layout.pack_nchw16c, t_q, z_t))
     return blocked, border
@@ -305,9 +305,10 @@ def _residual_input(bb, t_q, z_t):
 
 def amx_requantized(bb, chain, pool=None):
     """A conv ``patterns.RequantizedLayer`` on the AMX kernel (``amx.conv``), storing
-    uint8 NCHW16c, with the chain's ``border`` of its zero point around it. It reads its
-    input as ``_amx_data`` gives it, and a residual input as the uint8 kernel before wrote
-    it (bordered or not), else packed. With ``pool`` (the ``patterns.FloatLayer`` of the
+    uint8 in the chain's ``block`` (NCHW16c, or NCHW64c: ``kernels.wide``), with the chain's
+    ``border`` of its zero point around it. It reads its input as ``_amx_data`` gives it, and
+    a residual input as the uint8 kernel before wrote it (bordered or not, either block),
+    else packed. With ``pool`` (the ``patterns.FloatLayer`` of the
     uint8 max pool that alone reads the chain's output, its multipliers all >= 0: the
     caller checks), the kernel max pools its accumulators (``amx.pooled``) and stores the
     pool's output with the pool's ``border``. Returns the unpacked (N, C, OH, OW) uint8
@@ -318,22 +319,26 @@ def amx_requantized(bb, chain, pool=None):
 
     from . import amx, layout
     from .patterns import pool_spec
+    from .wide import BLOCKS
 
     layer = chain.layer
     data, p = _amx_data(bb, layer)
     if pool is None:
-        p = dataclasses.replace(p, border=chain.border)
+        p = dataclasses.replace(p, border=chain.border, out_block=chain.block)
     else:
         border = pool.border[0] if pool.border else 0
-        p = dataclasses.replace(amx.pooled(p, pool_spec(pool.call)), border=border)
+        p = amx.pooled(p, pool_spec(pool.call))
+        p = dataclasses.replace(p, border=border, out_block=chain.block)
     args = [data, _const(amx.pack_weight(layer.weight, p), "int8")]
     args += _blocked_constants(chain, layer.correction)
     residual = None
     if chain.residual is not None:
         t_q, k, z_t = chain.residual
-        blocked, border = _residual_input(bb, t_q, z_t)
+        blocked, border = _residual_input(bb, t_q, z_t, BLOCKS)
         args.append(blocked)
-        p, residual = dataclasses.replace(p, residual_border=border), (k, z_t)
+        block = int(blocked.ty.shape[-1])
+        p = dataclasses.replace(p, residual_border=border, residual_block=block)
+        residual = (k, z_t)
     epilogue = (chain.zero_point, chain.bounds, residual)
     func = amx.conv(p, epilogue, residual is not None, amx.AmxTiles())
     name = "amx_conv2d" if pool is None else "amx_conv2d_max_pool"
@@ -344,26 +349,27 @@ def amx_requantized(bb, chain, pool=None):
 
 
 def _amx_data(bb, layer):
-    """(uint8 data var, ``amx.AmxPlan``) of an AMX conv ``layer``. The bordered NCHW16c
-    tensor of the AMX layer before it is read as it is when its border is this conv's
-    padding, or from its border in when this conv has none; a tensor without a border, padded
-    in that layout. Another input is packed to NCHW4c when it has at most 4 channels (the
-    stem: 7 taps of 4 channels in one tile row), else to NCHW16c, then padded; the graph's
-    quantize of an FP32 tensor (the network's input) is quantized, packed and padded by one
-    kernel (``_quantized_input``), folded space-to-depth for a stride-2 conv on at most 4
-    channels from batch 2 (``amx.fold_of``). The columns a tile row reads past the kernel's taps are
-    padded with the zero point."""
+    """(uint8 data var, ``amx.AmxPlan``) of an AMX conv ``layer``. The bordered NCHW16c or
+    NCHW64c (``kernels.wide``) tensor of the AMX layer before it is read as it is when its
+    border is this conv's padding, or from its border in when this conv has none; a tensor
+    without a border, padded in that layout. Another input is packed to NCHW4c when it has
+    at most 4 channels (the stem: 7 taps of 4 channels in one tile row), else to NCHW16c,
+    then padded; the graph's quantize of an FP32 tensor (the network's input) is quantized,
+    packed and padded by one kernel (``_quantized_input``), folded space-to-depth for a
+    stride-2 conv on at most 4 channels from batch 2 (``amx.fold_of``). The columns a tile
+    row reads past the kernel's taps are padded with the zero point."""
     import dataclasses
 
     from . import amx, layout
     from .conv2d import OC_BLOCK
+    from .wide import BLOCKS
 
     attrs, zp = layer.attrs, int(layer.zero_point)
     channels, inputs, kh, kw = layer.weight.shape
     conv = (channels, (kh, kw), tuple(int(s) for s in attrs.strides))
     conv += (tuple(int(d) for d in attrs.dilation),)
     padding = tuple(layer.padding)
-    blocked, border = blocked_behind(bb, layer.x_q)
+    blocked, border = blocked_behind(bb, layer.x_q, BLOCKS)
     if border and padding in ((border,) * 4, (0,) * 4):
         shape = tuple(int(v) for v in blocked.ty.shape)
         p = amx.plan(shape, *conv, origin=0 if any(padding) else border)

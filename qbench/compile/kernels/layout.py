@@ -162,12 +162,13 @@ def pack_nchw16c(x, zero_point):
 
 
 def unpack_nchw16c(x, channels, border=0):
-    """(N, C16, H + 2 b, W + 2 b, 16) -> (N, ``channels``, H, W): the layer's channels in
-    NCHW, without the ``border`` b of a bordered tensor (``amx.AmxPlan.border``)."""
-    n, _, h, w, _ = x.shape
+    """(N, C/L, H + 2 b, W + 2 b, L) -> (N, ``channels``, H, W): the layer's channels in
+    NCHW, without the ``border`` b of a bordered tensor (``amx.AmxPlan.border``); L is 16,
+    or 64 for an AMX kernel's wide output (``kernels.wide``)."""
+    n, _, h, w, lanes = x.shape
     return te.compute(
         (n, channels, h - 2 * border, w - 2 * border),
-        lambda b, c, y, xx: x[b, c // OC_BLOCK, y + border, xx + border, c % OC_BLOCK],
+        lambda b, c, y, xx: x[b, c // lanes, y + border, xx + border, c % lanes],
         name="unpack_nchw16c",
     )
 

@@ -222,6 +222,8 @@ class RequantizedLayer:
             its multiplier to output steps (float) and its zero point; or None.
         border: pixels of ``zero_point`` the kernel writes around its output, read by the
             next kernels as their padding (``kernels.borders``); 0 for none.
+        block: channels per block of the uint8 output the kernel stores: 16 (NCHW16c), or 64
+            where every reader is an AMX kernel (``kernels.wide``).
     """
 
     layer: IntegerLayer
@@ -231,6 +233,7 @@ class RequantizedLayer:
     bounds: tuple
     residual: tuple = None
     border: int = 0
+    block: int = 16
 
 
 def requantized_layer(call, var2val, uses):

@@ -15,19 +15,19 @@ LANES = 16
 
 def fill_border(out, index, border, zero_point):
     """TIR statements (in an ``IRBuilder`` frame) writing ``zero_point`` to the ``border``
-    of ``out[b, o]`` for ``index`` (b, o): ``out`` (N, C/16, H, W, 16) uint8, its first and
-    last ``border`` rows whole, then the first and last ``border`` columns of the rows
-    between them, 16 channels a vector."""
+    of ``out[b, o]`` for ``index`` (b, o): ``out`` (N, C/L, H, W, L) uint8 (L 16, or 64 for
+    an AMX kernel's wide output), its first and last ``border`` rows whole, then the first
+    and last ``border`` columns of the rows between them, L channels a vector."""
     from tvm.script.ir_builder import tirx as T
 
     b, o = index
-    _, _, height, width, _ = (int(v) for v in out.shape)
+    _, _, height, width, lanes = (int(v) for v in out.shape)
     zp = T.uint8(zero_point)
-    with T.serial(border) as i, T.serial(width) as x, T.vectorized(LANES) as lane:
+    with T.serial(border) as i, T.serial(width) as x, T.vectorized(lanes) as lane:
         T.buffer_store(out, zp, [b, o, i, x, lane])
         T.buffer_store(out, zp, [b, o, height - 1 - i, x, lane])
     with T.serial(height - 2 * border) as y, T.serial(border) as i:
-        with T.vectorized(LANES) as lane:
+        with T.vectorized(lanes) as lane:
             T.buffer_store(out, zp, [b, o, y + border, i, lane])
             T.buffer_store(out, zp, [b, o, y + border, width - 1 - i, lane])
 

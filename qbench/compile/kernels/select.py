@@ -30,6 +30,7 @@ from .patterns import (
     integer_layer,
     requantized_layer,
 )
+from .wide import widened
 
 KERNEL_PATHS = "qbench_kernel_paths"  # module attr: layers by precision, op and kernel path
 DEFAULT = "default"  # the path of a layer no kernel takes
@@ -233,7 +234,9 @@ def _visit(mod, target, emit):
             selector.var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
             chains, selector.pool_borders = _chains(selector.var2val, uses, target)
             found = (chains, selector.pool_borders)
-            selector.fused = _fused_pools(selector.var2val, uses, found, target)
+            fused = _fused_pools(selector.var2val, uses, found, target)
+            path_of = functools.partial(_path_of, target=target)
+            chains, selector.fused = widened(chains, fused, selector.var2val, uses, path_of)
             fused = {chain.call for chain in selector.fused.values()}
             selector.chains = {c: chain for c, chain in chains.items() if c not in fused}
             selector.absorbed = {chain.layer.call for chain in chains.values()} | fused
@@ -256,10 +259,12 @@ def _chains(var2val, uses, target):
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
 
-    def path_of(chain):
-        return choose(chain.layer, target, True).path
+    return with_borders(found, var2val, uses, functools.partial(_path_of, target=target))
 
-    return with_borders(found, var2val, uses, path_of)
+
+def _path_of(chain, target):
+    """The path of the kernel that takes the ``RequantizedLayer`` ``chain`` on ``target``."""
+    return choose(chain.layer, target, True).path
 
 
 def _fused_pools(var2val, uses, found, target):
