@@ -1,7 +1,8 @@
 """One uint8 x int8 conv: qbench's packed INT8 kernel for this CPU (its path chosen as
 ``qbench run`` chooses it), with the FP32 epilogue of a layer before a pool or the logits
 and with the integer requantize to uint8 of a layer between two INT8 layers, and on a CPU
-with AMX tiles the AMX kernel (uint8 NCHW16c in and out, as between two layers of a model)
+with AMX tiles the AMX kernel (uint8 in and out, in the layout it has between two AMX layers
+of a model: NCHW64c for these channels)
 beside them, against PyTorch FP32 and PyTorch's quantized conv (x86 backend), same shape,
 same threads, one process; plus the assembly check.
 
@@ -21,7 +22,7 @@ import torch
 from tabulate import tabulate
 
 from qbench.compile import build, targets
-from qbench.compile.kernels import layout, select
+from qbench.compile.kernels import amx, layout, select
 from qbench.compile.kernels.conv2d import requantized_conv, requantized_conv_u8
 from qbench.measure.runners import time_samples
 from qbench.report.assemble import cpu_name
@@ -75,16 +76,20 @@ def tvm_conv(x, w, target, packing, uint8_out=False):
 
 def tvm_amx_conv(x, w, target):
     """Compile the AMX conv with the same uint8 epilogue as ``tvm_conv``'s ``uint8_out``
-    for (N, C, H, W) uint8 ``x`` padded by 1, read as the NCHW16c tensor the kernel before
-    it wrote, and (O, C, 3, 3) int8 ``w``; returns (executable, run function)."""
-    import tvm
+    for (N, C, H, W) uint8 ``x`` padded by 1 and (O, C, 3, 3) int8 ``w``, reading and
+    writing the layout it has between two AMX layers of a model: NCHW64c where the channels
+    are a multiple of 64 (``kernels.wide``), else NCHW16c; returns (executable, run
+    function)."""
+    import dataclasses
 
-    from qbench.compile.kernels import amx
+    import tvm
 
     n, c, h, wd = x.shape
     o = w.shape[0]
-    data = np.ascontiguousarray(x.reshape(n, c // 16, 16, h, wd).transpose(0, 1, 3, 4, 2))
+    block = amx.WIDE if c % amx.WIDE == 0 and o % amx.WIDE == 0 else 16
+    data = np.ascontiguousarray(x.reshape(n, c // block, block, h, wd).transpose(0, 1, 3, 4, 2))
     p = amx.plan(data.shape, o, (3, 3), (1, 1), (1, 1))
+    p = dataclasses.replace(p, out_block=block)
     func = amx.conv(p, (3, (3, 200), None), False, amx.AmxTiles())
     executable = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
     args = [data, amx.pack_weight(w, p), np.zeros(o, np.int32), np.full(o, 0.01, np.float32)]
@@ -146,7 +151,8 @@ def main():
     amx_executable = None
     if classes[0].path == "amx":
         amx_executable, amx_run = tvm_amx_conv(x, w, target)
-        runners.append(("qbench amx conv, uint8 NCHW16c out (TVM)", amx_run, amx_peak))
+        blocks = "NCHW64c" if c % amx.WIDE == 0 else "NCHW16c"
+        runners.append((f"qbench amx conv, uint8 {blocks} in and out (TVM)", amx_run, amx_peak))
     rows = []
     with torch.no_grad():
         for name, fn, peak in runners:

@@ -55,8 +55,9 @@ def precision(quant):
         "activation as clamp: FBGEMM's scheme; in the conv's kernel on qbench's CPU "
         "kernels); elsewhere rescaled to float32",
         "between_layers": "uint8 from one such layer to the next (NCHW16c between qbench's "
-        "kernels), a residual add reading its inputs' uint8 tensors (a downsample conv's "
-        "output requantized to its own calibrated uint8), zero padding, max pooling and "
+        "kernels, NCHW64c between AMX kernels on multiples of 64 channels), a residual add "
+        "reading its inputs' uint8 tensors (a downsample conv's output requantized to its "
+        "own calibrated uint8), zero padding, max pooling and "
         "channel concats read by an INT8 conv or pool on uint8, a global average pool that "
         "only one INT8 layer reads in integer (int32 sum, one float32 multiplier to that "
         "layer's uint8); float32 after the others (average pools of windows, other global "
