@@ -79,7 +79,7 @@ def tvm_amx_conv(x, w, target):
     for (N, C, H, W) uint8 ``x`` padded by 1 and (O, C, 3, 3) int8 ``w``, reading and
     writing the layout it has between two AMX layers of a model: NCHW64c where the channels
     are a multiple of 64 (``kernels.wide``), else NCHW16c; returns (executable, run
-    function)."""
+    function returning the uint8 output tensor)."""
     import dataclasses
 
     import tvm
@@ -93,10 +93,15 @@ def tvm_amx_conv(x, w, target):
     func = amx.conv(p, (3, (3, 200), None), False, amx.AmxTiles())
     executable = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
     args = [data, amx.pack_weight(w, p), np.zeros(o, np.int32), np.full(o, 0.01, np.float32)]
-    args += [np.full(o, 0.5, np.float32), np.zeros(p.out, np.uint8)]
+    args += [np.full(o, 0.5, np.float32), np.zeros(p.stored, np.uint8)]
     args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in args]
     main = executable["main"]  # looked up once: the lookup takes 13 us, a third of the conv
-    return executable, lambda: main(*args)
+
+    def run():
+        main(*args)
+        return args[-1]
+
+    return executable, run
 
 
 def torch_quantized_conv(x_float, w_float, channels):
