@@ -30,25 +30,6 @@ def quick_timing(request):
         yield
 
 
-@pytest.fixture(scope="session", autouse=True)
-def rpc_farm(request):
-    """The session's RPC farm on 127.0.0.1 (a tracker and two servers under
-    ``rpcfarm.SESSION_KEY``), started as the session's first test begins when any selected
-    test uses test_rpc.py's ``farm`` fixture, else None. Its three processes import TVM
-    (seconds each) while other tests run; ``farm`` waits until the tracker lists both
-    servers. Stopped when the session ends."""
-    if not any("farm" in item.fixturenames for item in request.session.items):
-        yield None
-        return
-    from rpcfarm import SESSION_KEY, start_farm
-
-    farm = start_farm({SESSION_KEY: 2}, wait=False)
-    try:
-        yield farm
-    finally:
-        farm.stop()
-
-
 @pytest.fixture
 def small_models(tmp_path):
     """``fieldcases.SMALL_MODELS`` (FACTOR 1.0) written as ``tmp_path / "models.py"``."""

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 from qbench.core.remote import tracker_keys
 
-SESSION_KEY = "cpu"  # the key of the two servers of the test session's farm (conftest)
-
 
 def free_port():
     """A TCP port free on 127.0.0.1 now, with the next one (TVM takes ``--port-end``)."""
@@ -82,18 +80,17 @@ class Farm:
         _kill(self.tracker)
 
 
-def start_farm(servers=None, wait=True):
+def start_farm(servers=None):
     """A tracker on a free port, with ``servers`` ({key: count}, none by default) started
     beside it at once (a server retries until the tracker answers); returns when the
-    tracker lists them all, or at once without ``wait`` (then ``Farm.wait_ready``)."""
+    tracker lists them all."""
     port = free_port()
     cmd = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1"]
     tracker = _start(cmd + ["--port", str(port), "--port-end", str(port + 1)])
     farm = Farm(port, tracker)
     try:
         farm.starting = {key: farm._start_servers(key, n) for key, n in (servers or {}).items()}
-        if wait:
-            farm.wait_ready()
+        farm.wait_ready()
     except BaseException:
         farm.stop()
         raise

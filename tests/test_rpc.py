@@ -8,7 +8,7 @@ import json
 import textwrap
 
 import pytest
-from rpcfarm import SESSION_KEY, start_farm
+from rpcfarm import start_farm
 
 from qbench.cli.main import main
 from qbench.measure import timing
@@ -31,15 +31,19 @@ MODELS = textwrap.dedent("""
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).eval(), (1, 3, 32, 32)
 """)
 TINY = ["--data", "synthetic", "--calib-size", "4", "--eval-size", "16", "--batch-size", "4"]
-KEY = SESSION_KEY  # the servers of the session's farm (conftest's rpc_farm)
+KEY = "cpu"  # the key of the two servers of this file's farm
 
 
 @pytest.fixture(scope="module")
-def farm(rpc_farm):
-    """The session's farm (conftest's ``rpc_farm``: started with the session, two servers
-    under KEY), once its tracker lists both servers."""
-    rpc_farm.wait_ready()
-    return rpc_farm
+def farm():
+    """This file's RPC farm on 127.0.0.1: a tracker and two servers under KEY, once the
+    tracker lists both; stopped after the file's last test. (pytest-xdist's ``loadfile``
+    runs the file on one worker: one farm per suite.)"""
+    farm = start_farm({KEY: 2})
+    try:
+        yield farm
+    finally:
+        farm.stop()
 
 
 @pytest.fixture
