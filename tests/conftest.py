@@ -30,6 +30,17 @@ def quick_timing(request):
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_tuning_db(tmp_path_factory):
+    """Runs that name no ``--tuning-db`` use a folder of the session's (``$QBENCH_TUNING_DB``,
+    which subprocesses inherit), never the user's ``~/.cache/qbench/tuning``: a user's
+    records would change the tests' builds."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("QBENCH_TUNING_DB", str(tmp_path_factory.mktemp("tuning-db")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def small_models(tmp_path):
     """``fieldcases.SMALL_MODELS`` (FACTOR 1.0) written as ``tmp_path / "models.py"``."""

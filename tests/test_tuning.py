@@ -275,7 +275,8 @@ def test_a_cut_record_line_is_warned_and_ignored_and_never_rewritten(
     tmp_path, capsys, small_models
 ):
     """C19: a tuning database whose last record line was cut mid-write: the run warns naming
-    the file and line and leaves the file as it is; tune refuses the damaged database."""
+    the file and line and leaves the file as it is; tune refuses the damaged database before
+    it calibrates."""
     folder = _host_db(tmp_path, "db")
     records = folder / dbfiles.RECORDS
     records.write_bytes(records.read_bytes()[:-200])  # the last line cut mid-write
@@ -285,8 +286,11 @@ def test_a_cut_record_line_is_warned_and_ignored_and_never_rewritten(
     err = capsys.readouterr().err
     assert str(records) in err and "line 64" in err and "Traceback" not in err
     assert records.read_bytes() == before  # never rewritten, never emptied
-    assert main(["tune", *args, "--tuning-db", str(tmp_path / "db"), "--trials", "1"]) == 2
+    cache = tmp_path / "tune-cache"
+    tune = ["tune", *args, "--tuning-db", str(tmp_path / "db"), "--cache-dir", str(cache)]
+    assert main([*tune, "--trials", "1"]) == 2
     assert "damaged" in capsys.readouterr().err and records.read_bytes() == before
+    assert not any(cache.rglob("*.json"))  # refused before the calibration, not after
 
 
 def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp_path):

@@ -60,7 +60,7 @@ def run_options(args):
         quant=quant,
         limits=limits,
         policy=policy,
-        tune=getattr(args, "tune", False),
+        tune=getattr(args, "tune", False) or getattr(args, "command", None) == "tune",
         **({"holdout_size": HOLDOUT_SIZE if target is not None else 0} | _dependent(args)),
         accuracy_target=target,
         diagnose=getattr(args, "diagnose", False),

@@ -18,12 +18,10 @@ def add_parser(command):
 
 def run(args):
     """``qbench tune``: tune the prepared run's graphs; one line per graph; exit 130 on Ctrl-C."""
-    from ..pipeline.prepare import prepare, tuning_remote
+    from ..pipeline.prepare import prepare
     from ..pipeline.tune import tune_graphs
 
-    opts = run_options(args)
-    tuning_remote(opts)  # before any work: --rpc alone cannot tune
-    prepared = prepare(opts)
+    prepared = prepare(run_options(args))  # its checks first: the remote, the database
     print(f"tuning into {prepared.tuning.database} (Ctrl-C stops at the next measurements)")
     opts, stopped = prepared.opts, set()
     for name, s in tune_graphs(

@@ -15,7 +15,7 @@ from ..calibration.calibrate import (
     range_names,
     save_cached,
 )
-from ..compile import build, targets, tuning
+from ..compile import build, dbfiles, targets, tuning
 from ..compile.info import Int8Kernels, TuningInfo
 from ..compile.kernels import select
 from ..core.atomic import check_writable
@@ -46,6 +46,8 @@ def prepare(opts):
     build.set_threads(opts.threads)
     device = connect_device(opts)
     target = targets.parse_target(opts.target, opts.threads, device, not opts.build_only)
+    if opts.tune:  # before the slow steps: tuning appends to the database
+        dbfiles.check_undamaged(tuning.db_dir(opts.tuning_db, target))
     needed = (opts.calib_size or 32) + (opts.eval_size or 100) + opts.holdout_size
     with stage("open data") as st:
         images = data.open_source(opts.data, opts.seed, needed)
