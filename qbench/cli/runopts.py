@@ -60,7 +60,7 @@ def run_options(args):
         quant=quant,
         limits=limits,
         policy=policy,
-        tune=getattr(args, "tune", False) or getattr(args, "command", None) == "tune",
+        tune=_tunes(args),
         **({"holdout_size": HOLDOUT_SIZE if target is not None else 0} | _dependent(args)),
         accuracy_target=target,
         diagnose=getattr(args, "diagnose", False),
@@ -80,6 +80,11 @@ DEPENDENT = {  # argparse dest: (its flag, the flag whose work reads it, RunOpti
 }
 
 
+def _tunes(args):
+    """Whether the command tunes: ``qbench tune`` always, ``qbench run`` with ``--tune``."""
+    return getattr(args, "command", None) == "tune" or getattr(args, "tune", False)
+
+
 def _dependent(args):
     """{RunOptions field: value} of the ``DEPENDENT`` flags given.
 
@@ -90,7 +95,7 @@ def _dependent(args):
             would not say so.
     """
     works = {
-        "--tune": getattr(args, "command", None) == "tune" or getattr(args, "tune", False),
+        "--tune": _tunes(args),
         "--accuracy-target": getattr(args, "accuracy_target", None) is not None,
     }
     given = {}
