@@ -32,6 +32,27 @@ def write_bytes(path, data):
         raise
 
 
+def write_new(path, text):
+    """Create ``path`` holding ``text`` atomically, never replacing a file already there
+    (temporary file in the same folder, then a hard link to ``path``): of two writers racing
+    for one name, one wins and the other learns it.
+
+    Raises:
+        FileExistsError: ``path`` exists (left as it is).
+        OSError: it cannot be written (the file system lacks hard links, among others).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        os.chmod(tmp, _umask_mode(0o666))
+        os.link(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def to_json(obj):
     """Indented JSON text of ``obj``; NaN and infinity, which JSON lacks, become ``null``."""
     return json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n"
