@@ -456,3 +456,23 @@ def test_a_store_marker_that_is_a_folder_exits_2_before_writing(tmp_path, capsys
     assert not list(store.rglob("*.json"))
     assert main(["compare", str(folder), "--store", str(store)]) == 2
     assert "the store marker is not a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_write_new_never_replaces_a_file(tmp_path, monkeypatch, links):
+    """The store's kind: ``write_new`` creates a file and refuses one already there, with
+    hard links and on a file system without them (os.link failing with EPERM), leaving no
+    temporary file."""
+    from qbench.core import atomic
+
+    if not links:
+
+        def no_links(src, dst):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(atomic.os, "link", no_links)
+    path = tmp_path / "a.json"
+    atomic.write_new(path, "one")
+    with pytest.raises(FileExistsError):
+        atomic.write_new(path, "two")
+    assert path.read_text() == "one" and [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -1,5 +1,6 @@
 """Atomic file writes: a reader never sees a half-written report or cache entry."""
 
+import errno
 import json
 import math
 import os
@@ -37,9 +38,11 @@ def write_new(path, text):
     (temporary file in the same folder, then a hard link to ``path``): of two writers racing
     for one name, one wins and the other learns it.
 
+    On a file system without hard links the look for ``path`` and the rename are two steps.
+
     Raises:
         FileExistsError: ``path`` exists (left as it is).
-        OSError: it cannot be written (the file system lacks hard links, among others).
+        OSError: it cannot be written.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,7 +51,14 @@ def write_new(path, text):
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
         os.chmod(tmp, _umask_mode(0o666))
-        os.link(tmp, path)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: the look and the rename are not one step
+            if path.exists():
+                raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+            os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
