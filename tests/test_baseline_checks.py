@@ -22,9 +22,13 @@ from test_baseline import (
     check_dict as _check,
 )
 
+from qbench.baseline import store as baseline_store
 from qbench.baseline.history import labels
+from qbench.baseline.layout import MARKER
 from qbench.baseline.validate import CHECKED
 from qbench.cli.main import main
+from qbench.core.errors import UserError
+from qbench.report.result import RunResult
 
 
 def _int8(report):
@@ -415,3 +419,60 @@ def test_another_run_of_the_same_second_is_not_dropped(tmp_path, capsys):
     assert "already stored" in capsys.readouterr().out
     assert main(["compare", str(folder), "--baseline", str(_stored(tmp_path))]) in (0, 1)
     assert "this report itself" not in capsys.readouterr().out
+
+
+def test_a_save_racing_another_of_the_same_second_keeps_both_apart(tmp_path, monkeypatch):
+    """C30's kind (what a store keeps): two saves of runs of one definition created in the
+    same second, the other save's file landing between this save's look and its write. The
+    store file is never replaced (the first save's run had been overwritten without a
+    word, both saves saying "saved"): this save is refused naming the file."""
+    first, second = _fixture(), _fixture(seed=1)  # other latencies, one file name
+    store = tmp_path / "store"
+    real = baseline_store.to_json
+
+    def other_save_lands_first(entry):
+        baseline_store.to_json = real  # once: the other save, then this one
+        path, written = baseline_store.save(RunResult.from_json(first), store)
+        assert written
+        return real(entry)
+
+    monkeypatch.setattr(baseline_store, "to_json", other_save_lands_first)
+    with pytest.raises(UserError, match="holds another run of the same definition"):
+        baseline_store.save(RunResult.from_json(second), store)
+    (path,) = store.rglob("*.json")
+    assert json.loads(path.read_text())["report"] == first
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp file
+
+
+def test_a_store_marker_that_is_a_folder_exits_2_before_writing(tmp_path, capsys):
+    """C30's kind: a store whose layout marker is a folder: save refuses it naming the
+    marker before it writes anything (it had stored the run, then failed writing the marker
+    with "cannot write there"); compare and history name it too."""
+    store = tmp_path / "store"
+    (store / MARKER).mkdir(parents=True)
+    folder = _write(tmp_path, "base", _fixture())
+    assert main(["baseline", "save", str(folder), "--store", str(store)]) == 2
+    assert f"{store / MARKER}: the store marker is not a file" in capsys.readouterr().err
+    assert not list(store.rglob("*.json"))
+    assert main(["compare", str(folder), "--store", str(store)]) == 2
+    assert "the store marker is not a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_write_new_never_replaces_a_file(tmp_path, monkeypatch, links):
+    """The store's kind: ``write_new`` creates a file and refuses one already there, with
+    hard links and on a file system without them (os.link failing with EPERM), leaving no
+    temporary file."""
+    from qbench.core import atomic
+
+    if not links:
+
+        def no_links(src, dst):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(atomic.os, "link", no_links)
+    path = tmp_path / "a.json"
+    atomic.write_new(path, "one")
+    with pytest.raises(FileExistsError):
+        atomic.write_new(path, "two")
+    assert path.read_text() == "one" and [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -77,3 +77,39 @@ def test_history_finds_a_file_model_given_with_its_folder(tmp_path, capsys):
     _saved(tmp_path, report)
     assert _history(tmp_path, "./x/tiny.py:build") == 0
     assert re.search(r"^2026-11-30T10:00:00", capsys.readouterr().out, re.M)
+
+
+def test_history_marks_sqnrs_judged_in_different_spaces(tmp_path, capsys):
+    """C30's kind (a store written by an older qbench): a single-output model's SQNR was
+    judged as is until 42441e9 and less the reference's mean since, under the same
+    definition digest (48.2 dB then, 3.5 dB now, for one build). History showed both in one
+    column of one definition, a drop no build caused; each SQNR is now marked with the
+    space it was judged in, and the marks say they are not comparable."""
+    spaces = (None, "as is", "each value less the reference's mean over the images")
+    for hour, space in zip((9, 10, 11), spaces, strict=True):
+        report = _fixture(created=f"2026-11-30T{hour:02d}:00:00+00:00")
+        if space is not None:
+            report["results"]["tvm_int8"]["metrics"]["judged_space"] = space
+        _saved(tmp_path, report, f"b{hour}")
+    capsys.readouterr()
+    assert _history(tmp_path) == 0
+    out = capsys.readouterr().out
+    cells = re.findall(r"^2026-\S+ .* (25\.0(?: \[\d\])?) ", out, re.M)
+    assert cells == ["25.0 [1]", "25.0 [2]", "25.0 [3]"]
+    legend = (
+        f"SQNR judged on: [1] {history.NOT_RECORDED}; [2] as is; [3] {spaces[2]}. SQNRs of "
+        "different marks measure different things"
+    )
+    assert legend in out and "not comparable" in out
+
+
+def test_history_marks_nothing_where_every_sqnr_was_judged_alike(tmp_path, capsys):
+    """C30's kind: runs judged in one space keep plain SQNR cells and no legend."""
+    for hour in (9, 10):
+        report = _fixture(created=f"2026-11-30T{hour:02d}:00:00+00:00")
+        report["results"]["tvm_int8"]["metrics"]["judged_space"] = "centred logits"
+        _saved(tmp_path, report, f"b{hour}")
+    capsys.readouterr()
+    assert _history(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "SQNR judged on" not in out and "[1]" not in out

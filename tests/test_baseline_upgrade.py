@@ -1,8 +1,9 @@
 """Field case C30 (issue 35): what an older qbench stored, today's qbench reads.
 
 The stores under ``tests/fixtures/store-<commit>/`` were written by those commits' own code
-(each folder's README.md gives the commands): c90aedb and 77147ae filed a model file by the
-full path given to ``qbench run`` (layout 1), 1837634 by its base name (still layout 1).
+(each folder's README.md gives the commands): 059ab2a (the first store, its reports without a
+``policy`` section), c90aedb and 77147ae filed a model file by the full path given to
+``qbench run`` (layout 1), 1837634 by its base name (still layout 1).
 Today's ``compare`` and ``history`` find their runs (compared, or "not comparable" naming the
 definition fields that differ, never "no baseline"), ``baseline migrate`` moves them to
 today's layout saying each move, and a store of a newer layout is refused with exit 2. Every
@@ -20,7 +21,8 @@ from qbench.baseline.layout import LAYOUT, MARKER, STORE_VERSION
 from qbench.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FULL_PATH = ("store-c90aedb", "store-77147ae")  # layout 1, model files by their full path
+FULL_PATH = ("store-059ab2a", "store-c90aedb", "store-77147ae")  # layout 1, model files by
+# their full path (059ab2a: the first store, reports without a policy section)
 STORES = (*FULL_PATH, "store-1837634")  # and layout 1 by the base name
 MODEL = "/tmp/c30/ci/models/tiny_model.py:build"  # as the fixtures' runs were given it
 SPELLINGS = (MODEL, "tiny_model.py:build", "elsewhere/tiny_model.py:build")
@@ -180,7 +182,7 @@ def test_migrate_moves_what_it_says_once(tmp_path, capsys, name):
         assert moved["store_version"] == original["store_version"] == STORE_VERSION
         assert moved["migrated"]["from"] == Path(old).relative_to(store).as_posix()
         assert moved["migrated"]["layout"] == 1 and "layout" not in original
-    assert not list(store.glob("*/tmp_c30_ci_models_tiny_model.py_build"))
+    assert not [p for p in store.glob("*/*") if p.name != "tiny_model.py_build"]
     after = _files(store)
     assert main(["baseline", "migrate", "--store", str(store)]) == 0
     assert "nothing to move" in capsys.readouterr().out and _files(store) == after

@@ -308,3 +308,45 @@ def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp
     assert contents.records == [] and "every record of the folder is ignored" in str(
         contents.problems
     )
+
+
+@pytest.mark.parametrize("damage", ["rejection list", "workload line"])
+def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, damage):
+    """C19's kind: a database whose records a build cannot use (a damaged rejection list:
+    all of them; a workload line cut mid-write: that workload's) was reported as "user
+    database (N records in ...)" with every readable line counted, the loss said only in a
+    console warning. The report now says how many were left out and the first damage, the
+    count being the readable records less those ``read_folder`` keeps (counted here from
+    the files by hand)."""
+    from types import SimpleNamespace
+
+    from qbench.compile.info import TuningInfo
+    from qbench.pipeline.prepare import tuning_databases
+    from qbench.report.lines import _left_out
+
+    folder = _host_db(tmp_path, "db")
+    recs = [json.loads(x) for x in (folder / dbfiles.RECORDS).read_text().splitlines()]
+    if damage == "rejection list":
+        (folder / dbfiles.REJECTED).write_text('["1", "2"')
+        lost, where = len(recs), dbfiles.REJECTED
+    else:
+        lines = (folder / dbfiles.WORKLOADS).read_text().splitlines(keepends=True)
+        (folder / dbfiles.WORKLOADS).write_text("".join(lines[:3]) + lines[3][:40] + "\n")
+        lost, where = sum(r[0] == 3 for r in recs), f"{dbfiles.WORKLOADS}: line 4"
+    assert lost > 0
+    _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
+    assert (info.records, info.left_out) == (len(recs), lost) and where in info.damage
+    assert TuningInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
+    assert f"{lost} of them left out as damaged (first: {folder}" in _left_out(info)
+
+
+def test_an_undamaged_database_reports_as_before(tmp_path):
+    """C19's kind: nothing left out, nothing added to report.json's ``tuning``."""
+    from types import SimpleNamespace
+
+    from qbench.pipeline.prepare import tuning_databases
+
+    _host_db(tmp_path, "db")
+    _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
+    assert info.left_out == 0 and info.damage is None
+    assert "left_out" not in info.to_json() and "damage" not in info.to_json()

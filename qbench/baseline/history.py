@@ -28,6 +28,7 @@ HEADS = [
     "FP32 median (ms)",
     "INT8 speed-up",
 ]
+NOT_RECORDED = "not recorded (a report from before qbench recorded it)"  # a judged space
 
 
 def parse_target(text):
@@ -101,6 +102,7 @@ def point(report, machine, accept_fail=False):
         "top1_agreement": int8.get("top1_agreement"),
         "accuracy_drop_points": drop,
         "sqnr_db": int8.get("sqnr_db"),
+        "sqnr_space": int8.get("judged_space"),
         "int8_median_ms": res["tvm_int8"].latency.median_ms,
         "fp32_median_ms": res["tvm_fp32"].latency.median_ms,
         "speedup": report.int8_speedup,
@@ -115,7 +117,10 @@ def group(p):
 
 def table(points):
     """The runs as a tabulate table (``simple`` format): runs with the same machine and
-    definition columns are comparable; ``timing`` is NOISY, ok, or ``-`` (not recorded)."""
+    definition columns are comparable; ``timing`` is NOISY, ok, or ``-`` (not recorded).
+    SQNR values judged in different spaces (``sqnr_spaces``) are marked and the marks
+    explained below the table."""
+    marks = sqnr_spaces(points)
     rows = [
         [
             p["created"],
@@ -126,14 +131,34 @@ def table(points):
             {None: "-", True: "NOISY", False: "ok"}[p["noisy"]],
             "-" if p["top1_agreement"] is None else f"{100 * p['top1_agreement']:.2f} %",
             _num(p["accuracy_drop_points"], ".2f"),
-            _num(p["sqnr_db"], ".1f"),
+            _num(p["sqnr_db"], ".1f") + marks.get(p["sqnr_space"], ""),
             _num(p["int8_median_ms"], ".4g"),
             _num(p["fp32_median_ms"], ".4g"),
             "-" if p["speedup"] is None else f"{p['speedup']:.2f}x",
         ]
         for p in points
     ]
-    return tabulate(rows, HEADS, tablefmt="simple", disable_numparse=True)
+    text = tabulate(rows, HEADS, tablefmt="simple", disable_numparse=True)
+    if not marks:
+        return text
+    said = "; ".join(f"{mark.strip()} {space or NOT_RECORDED}" for space, mark in marks.items())
+    return (
+        f"{text}\n\nSQNR judged on: {said}. SQNRs of different marks measure different "
+        "things (qbench changed how it judges this model's output between the runs): not "
+        "comparable"
+    )
+
+
+def sqnr_spaces(points):
+    """{judged space (``point``'s ``sqnr_space``, None: not recorded): its mark, `` [1]``,
+    `` [2]`` ... in order of first use}, when the runs with an SQNR were judged in more than
+    one space (a store holding runs of qbench versions that judged the model's output
+    differently, e.g. a single output value as is and later less the reference's mean);
+    empty when all were judged alike."""
+    spaces = list(dict.fromkeys(p["sqnr_space"] for p in points if p["sqnr_db"] is not None))
+    if len(spaces) < 2:
+        return {}
+    return {space: f" [{i}]" for i, space in enumerate(spaces, start=1)}
 
 
 def _short(commit):

@@ -90,9 +90,15 @@ def check_store(store):
     has no marker (a store of layout 1 only, or no store yet).
 
     Raises:
-        UserError: the marker names a newer layout (``newer``) or is damaged (named).
+        UserError: the marker names a newer layout (``newer``), is damaged or is not a file
+            (named).
     """
     path = Path(store) / MARKER
+    if path.exists() and not path.is_file():
+        raise UserError(
+            f"{path}: the store marker is not a file (a folder?); it must hold the store's "
+            f"layout number ({', '.join(map(str, READS))}): move it away; left unchanged"
+        )
     if not path.is_file():
         return None
     try:

@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-from ..core.atomic import to_json, write_text
+from ..core.atomic import to_json, write_new, write_text
 from ..core.errors import UserError
 from ..model.zoo import model_id
 from ..report.result import RunResult
@@ -144,7 +144,8 @@ def save(report, store, source=None, accept_fail=False):
     The file name comes from the report's ``created`` time and definition digest, so a
     report saved before is not written again, also when an older qbench filed it in its
     layout's folder (``model_runs``); a damaged file of that name is named (exit 2), not
-    replaced, and so is a file holding another run of that second (``_same_run``).
+    replaced, and so is a file holding another run of that second (``_same_run``), also
+    one that another save wrote since this one looked (``atomic.write_new``).
 
     Returns:
         (the file, a ``Path``; True when written now, False when it was already there).
@@ -176,7 +177,10 @@ def save(report, store, source=None, accept_fail=False):
         "accept_fail": verdict != "PASS",
         "report": report.to_json(),
     }
-    write_text(path, to_json(entry))
+    try:
+        write_new(path, to_json(entry))
+    except FileExistsError:  # another save wrote that name since it was looked for
+        return _same_run(path, report, source), False
     layout.mark(store)
     return path, True
 

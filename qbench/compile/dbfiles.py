@@ -86,6 +86,20 @@ def read_folder(folder):
     return out
 
 
+def damage(folder):
+    """(records of ``folder`` a build leaves out as damaged, the first problem in words or
+    None): readable record lines (``readable_records``) that ``read_folder`` could not use,
+    a damaged line, a record whose workload line is missing or does not take its trace, or
+    every record when the rejection list is damaged. Read once per change of the files
+    (shared with ``merged_database``)."""
+    folder = Path(folder)
+    if not readable_records(folder):
+        return 0, None
+    contents = _contents(str(folder), _stamp(folder))
+    left_out = readable_records(folder) - len(contents.records)
+    return max(left_out, 0), (contents.problems[0] if contents.problems else None)
+
+
 def readable_records(folder):
     """Number of lines of ``folder``'s records file that parse as a JSON [workload line,
     record] pair (0 when absent), without TVM's parsers (a few milliseconds where
@@ -168,13 +182,19 @@ def _stamp(folder):
     )
 
 
+@functools.lru_cache(maxsize=8)
+def _contents(folder, stamp):
+    """``read_folder(folder)`` for the files as ``stamp`` (``_stamp``) found them."""
+    return read_folder(folder)
+
+
 @functools.lru_cache(maxsize=4)
 def _merged(stamps):
     from tvm.s_tir import meta_schedule as ms
 
     merged = ms.database.MemoryDatabase()
-    for folder, *_ in stamps:
-        contents = read_folder(folder)
+    for folder, *stamp in stamps:
+        contents = _contents(folder, tuple(stamp))
         if contents.problems:
             log.warning(
                 "tuning database %s: %d damaged line(s) or file(s) left out, the files are "

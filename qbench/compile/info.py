@@ -22,6 +22,11 @@ class TuningInfo:
         fresh: {graph name: ``tuner.TuneSummary`` as a dict (``tasks``, ``tuned``,
             ``skipped`` and ``failed`` kernel counts, ``seconds`` in s, ``stopped``,
             ``rejected``)} of this run's own tuning (``--tune``), else {}.
+        left_out: records of ``database`` its builds leave out as damaged
+            (``dbfiles.damage``: a damaged line, a record whose workload line is missing or
+            does not take its trace, all of them when the rejection list is damaged), 0
+            when none (the JSON leaves it out then).
+        damage: the first damaged line or file in words, or None (left out of the JSON).
         kernels: {graph name (``tvm_fp32``, ``tvm_int8``): {schedule source (``hand``: qbench's
             hand-scheduled kernels, ``tuned``: a tuning record, ``default``: default
             schedules): kernel count}, {} where not counted (not llvm)}
@@ -35,6 +40,8 @@ class TuningInfo:
     pretuned_records: int
     fresh: dict
     kernels: dict | None = None
+    left_out: int = 0
+    damage: str | None = None
 
     @property
     def tuned_kernels(self):
@@ -43,18 +50,23 @@ class TuningInfo:
 
     def to_json(self):
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        return d if self.kernels is not None else {k: v for k, v in d.items() if k != "kernels"}
+        return {k: v for k, v in d.items() if k not in OPTIONAL or v != OPTIONAL[k]}
 
     @classmethod
     def from_json(cls, d, where="tuning"):
-        """Read the dict back; ``kernels`` may be absent (before the builds).
+        """Read the dict back; ``kernels`` (before the builds), ``left_out`` and ``damage``
+        (nothing damaged, or a report from before they were recorded) may be absent.
 
         Raises:
             UserError: another field is missing; the message names it.
         """
-        required = [f.name for f in fields(cls) if f.name != "kernels"]
-        kernels = d.get("kernels") if isinstance(d, dict) else None
-        return cls(**{k: need(d, k, where) for k in required}, kernels=kernels)
+        required = [f.name for f in fields(cls) if f.name not in OPTIONAL]
+        given = d if isinstance(d, dict) else {}
+        optional = {k: given.get(k, default) for k, default in OPTIONAL.items()}
+        return cls(**{k: need(d, k, where) for k in required}, **optional)
+
+
+OPTIONAL = {"kernels": None, "left_out": 0, "damage": None}  # TuningInfo's: left out at these
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Atomic file writes: a reader never sees a half-written report or cache entry."""
 
+import errno
 import json
 import math
 import os
@@ -30,6 +31,36 @@ def write_bytes(path, data):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_new(path, text):
+    """Create ``path`` holding ``text`` atomically, never replacing a file already there
+    (temporary file in the same folder, then a hard link to ``path``): of two writers racing
+    for one name, one wins and the other learns it.
+
+    On a file system without hard links the look for ``path`` and the rename are two steps.
+
+    Raises:
+        FileExistsError: ``path`` exists (left as it is).
+        OSError: it cannot be written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        os.chmod(tmp, _umask_mode(0o666))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: the look and the rename are not one step
+            if path.exists():
+                raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+            os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def to_json(obj):

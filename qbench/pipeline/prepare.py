@@ -232,6 +232,7 @@ def tuning_databases(opts, target, fresh=None):
     run, or None."""
     folders, source = tuning.databases(opts.tuning_db, target)
     user, pretuned = tuning.db_dir(opts.tuning_db, target), tuning.pretuned_dir(target)
+    left_out, damage = dbfiles.damage(user)
     info = TuningInfo(
         source=("fresh tuning + " if any(s.tuned for s in (fresh or {}).values()) else "") + source,
         database=str(user),
@@ -239,6 +240,8 @@ def tuning_databases(opts, target, fresh=None):
         pretuned_database=str(pretuned) if pretuned else None,
         pretuned_records=tuning.record_count(pretuned) if pretuned else 0,
         fresh={name: asdict(s) for name, s in fresh.items()} if fresh else {},
+        left_out=left_out,
+        damage=damage,
     )
     return folders, info
 

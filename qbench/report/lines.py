@@ -58,7 +58,8 @@ def summary_lines(report):
     t = report.tuning
     lines.append(
         f"tuning: databases applied: {t.source} ({t.records} records in "
-        f"{t.database}, {t.pretuned_records} pre-tuned records shipped for this target; "
+        f"{t.database}{_left_out(t)}, {t.pretuned_records} pre-tuned records shipped for "
+        "this target; "
         f"{t.tuned_kernels} kernels took a record, the others use qbench's kernels and "
         "default schedules)"
         if t.source != "none"
@@ -89,6 +90,14 @@ def summary_lines(report):
     )
     choice = int8_choice_line(report)
     return lines + ([choice] if choice else [])
+
+
+def _left_out(tuning):
+    """``, N of them left out as damaged (first: ...)`` for a ``TuningInfo`` whose builds
+    left records of the database out, else ``""``."""
+    if not tuning.left_out:
+        return ""
+    return f", {tuning.left_out} of them left out as damaged (first: {tuning.damage})"
 
 
 def int8_choice_line(report):

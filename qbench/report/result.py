@@ -63,6 +63,7 @@ SECTIONS = (
     "graph",
     "int8_kernels",
 )
+LATER = {"policy": None}  # sections added since reports were first stored: {name: if absent}
 READERS = {  # the typed sections' readers, {section: reader of its dict}
     "model": lambda d: plain(ModelInfo, d, "model"),
     "data": lambda d: plain(DataInfo, d, "data"),
@@ -151,14 +152,16 @@ class RunResult:
 
     @classmethod
     def from_json(cls, d):
-        """Read a ``report.json`` dict back (``speed`` may be absent).
+        """Read a ``report.json`` dict back (``speed`` may be absent, and ``policy`` in a
+        report of a qbench from before ``--policy``: None, no policy applied, ``LATER``).
 
         Raises:
             UserError: a field is missing; the message names it (e.g.
                 ``results.tvm_int8.latency``).
         """
+        given = {k: v for k, v in LATER.items() if k not in d} | d  # an older report's
         sections = {
-            name: READERS[name](need(d, name, "")) if name in READERS else need(d, name, "")
+            name: READERS[name](need(given, name, "")) if name in READERS else need(given, name, "")
             for name in SECTIONS
         }
         results = need(d, "results", "")
