@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 from fieldcases import cli_run
@@ -67,13 +68,13 @@ def test_rejected_workloads_are_left_out_of_the_merged_database(tmp_path):
     shutil.copytree(shipped, folder)
     (folder / recordcheck.REJECTED).unlink(missing_ok=True)
     assert recordcheck.rejected(folder) == set()
-    lines = (folder / "database_workload.json").read_text().splitlines()
-    key = json.loads(lines[0])[0]  # the structural hash of the first workload
-    records = [json.loads(x) for x in (folder / dbfiles.RECORDS).read_text().splitlines()]
+    checked = json.loads((folder / dbfiles.CHECKED).read_text())
+    assert len(tuning.union_database([folder])) == len(checked) > 1  # one per kept workload
+    key = checked[0].split(":")[0]  # the structural hash of a checked workload
     (folder / recordcheck.REJECTED).write_text(json.dumps([key]))
     assert recordcheck.rejected(folder) == {key}
-    kept = sum(r[0] != 0 for r in records)
-    assert len(tuning.union_database([folder])) == kept < len(records)
+    kept = sum(not k.startswith(f"{key}:") for k in checked)
+    assert len(tuning.union_database([folder])) == kept == len(checked) - 1
 
 
 def test_databases_name_their_source(tmp_path, monkeypatch):
@@ -187,6 +188,69 @@ def test_record_slower_than_default_schedule_is_rejected():
     slow.reorder(*reversed(slow.get_loops(slow.get_sblock("y"))))
     record = SimpleNamespace(trace=slow.trace, workload=SimpleNamespace(mod=mod))
     assert recordcheck._fault(record, LLVM).startswith("slower than the default schedule")
+
+
+def test_records_never_checked_are_left_out_until_the_check_runs(tmp_path, monkeypatch, caplog):
+    """A database written by TVM itself (or a qbench from before the record checks) has no
+    check list: its records were never run against the default schedule, and TVM 0.27's
+    tuned schedules can compute wrong results. Builds leave them out with a warning that
+    says what checks them; the check runs each best record once and lists it, and a better
+    record appended later is left out until it is checked in turn."""
+    import tvm
+    from helpers import LLVM
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    kernel = _row_sum("red")
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    workload = database.commit_workload(kernel)
+
+    def record(secs, split):
+        sch = s_tir.Schedule(kernel)
+        sch.split(sch.get_loops(sch.get_sblock("red"))[1], [None, split])
+        rec = ms.database.TuningRecord(sch.trace, workload, [secs], tvm.target.Target(LLVM))
+        database.commit_tuning_record(rec)
+        return dbfiles.record_key(workload, rec)
+
+    first = record(2e-6, 2)
+    assert dbfiles.unchecked(tmp_path) == 1 and len(tuning.union_database([tmp_path])) == 0
+    assert "never checked" in caplog.text and "qbench tune" in caplog.text
+    runs = []
+    monkeypatch.setattr(recordcheck, "_fault", lambda rec, *_: runs.append(rec) or "")
+    task = SimpleNamespace(dispatched=[kernel], task_name="row_sum")
+    assert recordcheck.check_records([task], LLVM, tmp_path) == []
+    assert recordcheck.check_records([task], LLVM, tmp_path) == []  # listed: not run again
+    assert len(runs) == 1 and dbfiles.read_checked(tmp_path) == {first}
+    assert dbfiles.unchecked(tmp_path) == 0 and len(tuning.union_database([tmp_path])) == 1
+    second = record(1e-6, 4)  # faster, so the best record now, and never checked
+    (applied,) = tuning.union_database([tmp_path]).get_all_tuning_records()
+    assert dbfiles.record_key(workload, applied) == first != second
+    recordcheck.check_records([task], LLVM, tmp_path)
+    assert len(runs) == 2 and dbfiles.read_checked(tmp_path) == {first, second}
+    assert len(tuning.union_database([tmp_path])) == 2
+
+
+def test_the_report_counts_kernels_whose_records_were_never_checked(tmp_path):
+    """The shipped records without their check list, as a user's database: every workload
+    not rejected is counted (by hand from the files) and named in the tuning line."""
+    from types import SimpleNamespace
+
+    from qbench.compile.info import TuningInfo
+    from qbench.pipeline.prepare import tuning_databases
+    from qbench.report.lines import _left_out
+
+    folder = _host_db(tmp_path, "db")
+    (folder / dbfiles.CHECKED).unlink()
+    keys = {json.loads(x)[0] for x in (folder / dbfiles.WORKLOADS).read_text().splitlines()}
+    tuned = {int(json.loads(x)[0]) for x in (folder / dbfiles.RECORDS).read_text().splitlines()}
+    assert len(tuned) == len(keys)  # every workload line has records
+    expected = len(keys - set(json.loads((folder / dbfiles.REJECTED).read_text())))
+    _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
+    assert info.unchecked == expected > 0 and info.left_out == 0
+    assert TuningInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
+    assert f"{expected} kernel(s) left out: their tuning records were never checked" in (
+        _left_out(info)
+    )
 
 
 def test_a_workload_with_only_failed_records_is_tuned_again():
@@ -310,7 +374,7 @@ def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp
     )
 
 
-@pytest.mark.parametrize("damage", ["rejection list", "workload line"])
+@pytest.mark.parametrize("damage", ["rejection list", "check list", "workload line"])
 def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, damage):
     """C19's kind: a database whose records a build cannot use (a damaged rejection list:
     all of them; a workload line cut mid-write: that workload's) was reported as "user
@@ -329,6 +393,9 @@ def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, dama
     if damage == "rejection list":
         (folder / dbfiles.REJECTED).write_text('["1", "2"')
         lost, where = len(recs), dbfiles.REJECTED
+    elif damage == "check list":
+        (folder / dbfiles.CHECKED).write_text('{"1": 2}')
+        lost, where = len(recs), dbfiles.CHECKED
     else:
         lines = (folder / dbfiles.WORKLOADS).read_text().splitlines(keepends=True)
         (folder / dbfiles.WORKLOADS).write_text("".join(lines[:3]) + lines[3][:40] + "\n")
@@ -348,5 +415,5 @@ def test_an_undamaged_database_reports_as_before(tmp_path):
 
     _host_db(tmp_path, "db")
     _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
-    assert info.left_out == 0 and info.damage is None
-    assert "left_out" not in info.to_json() and "damage" not in info.to_json()
+    assert info.left_out == 0 and info.damage is None and info.unchecked == 0
+    assert not {"left_out", "damage", "unchecked"} & set(info.to_json())

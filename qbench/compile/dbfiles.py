@@ -3,15 +3,19 @@ damaged lines.
 
 A folder holds ``database_workload.json`` (one workload a line: structural hash, module)
 and ``database_tuning_record.json`` (one record a line: workload line index, trace, run
-times), both appended as tuning goes, and qbench's ``qbench_rejected.json``. TVM 0.27's
+times), both appended as tuning goes, and qbench's ``qbench_rejected.json`` and
+``qbench_checked.json`` (``recordcheck``: the records checked, the workloads rejected). TVM 0.27's
 ``JSONDatabase`` refuses a whole folder on one bad line (an internal "Unexpected end of
 string" for a line cut mid-write, case C19). Here every line is parsed on its own; a damaged
 line is named in a warning and left out, and the files are never rewritten. A damaged
-rejection list leaves the whole folder out: its records may include ones known to compute
-wrong results.
+rejection or check list leaves the whole folder out: its records may include ones known to
+compute wrong results. Builds apply only records ``recordcheck`` checked: a folder written
+by TVM itself, or by a qbench from before the checks, has records nobody ran against the
+default schedule, and TVM 0.27's tuned schedules can compute wrong results.
 """
 
 import functools
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -23,6 +27,7 @@ log = logging.getLogger(__name__)
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
 REJECTED = "qbench_rejected.json"
+CHECKED = "qbench_checked.json"
 
 
 @dataclass
@@ -32,12 +37,44 @@ class FolderContents:
     Attributes:
         records: (``Workload``, ``TuningRecord``) pairs, in file order.
         rejected: structural-hash keys (strings) of workloads ``recordcheck`` rejected.
+        checked: ``record_key`` of each record ``recordcheck`` checked and kept.
         problems: one line per damaged line or file: path, line number, cause.
     """
 
     records: list = field(default_factory=list)
     rejected: set = field(default_factory=set)
+    checked: set = field(default_factory=set)
     problems: list = field(default_factory=list)
+
+    def usable(self):
+        """The (``Workload``, ``TuningRecord``) pairs a build may apply: checked, and of a
+        workload not rejected."""
+        return [
+            (w, r)
+            for w, r in self.records
+            if w.as_json()[0] not in self.rejected and record_key(w, r) in self.checked
+        ]
+
+    def unchecked(self):
+        """Workloads (not rejected) with records but none checked: kernels whose tuning a
+        build leaves out."""
+        tuned = {w.as_json()[0] for w, _ in self.records} - self.rejected
+        return len(tuned - {w.as_json()[0] for w, _ in self.usable()})
+
+
+def record_key(workload, record):
+    """``qbench_checked.json``'s key of a tuning record (MetaSchedule ``Workload``,
+    ``TuningRecord``): the workload's structural hash, ``:``, and 16 hex digits of the
+    SHA-256 of the record's trace as JSON."""
+    trace = json.dumps(record.trace.as_json(), separators=(",", ":"), default=_plain)
+    return f"{workload.as_json()[0]}:{hashlib.sha256(trace.encode()).hexdigest()[:16]}"
+
+
+def _plain(obj):
+    """A TVM immediate (``IntImm``, ``FloatImm``) as its Python value, another object as its
+    text, for ``record_key``'s JSON."""
+    value = getattr(obj, "value", None)
+    return value if isinstance(value, int | float | str) else str(obj)
 
 
 def read_rejected(folder):
@@ -46,12 +83,24 @@ def read_rejected(folder):
     Raises:
         ValueError: the file exists but is not a JSON list of strings.
     """
-    path = Path(folder) / REJECTED
+    return _read_keys(Path(folder) / REJECTED)
+
+
+def read_checked(folder):
+    """The ``record_key`` strings of the records checked in ``folder`` (empty when absent).
+
+    Raises:
+        ValueError: the file exists but is not a JSON list of strings.
+    """
+    return _read_keys(Path(folder) / CHECKED)
+
+
+def _read_keys(path):
     if not path.is_file():
         return set()
     keys = json.loads(path.read_text())
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        raise ValueError("not a JSON list of workload keys")
+        raise ValueError("not a JSON list of keys")
     return set(keys)
 
 
@@ -63,14 +112,18 @@ def read_folder(folder):
     """
     folder = Path(folder)
     out = FolderContents()
-    try:
-        out.rejected = read_rejected(folder)
-    except (OSError, ValueError) as e:
-        out.problems.append(
-            f"{folder / REJECTED}: unreadable ({e}); every record of the folder is ignored, "
-            "since the list of records known to compute wrong results is lost"
-        )
-        return out
+    for attr, name, read in (
+        ("rejected", REJECTED, read_rejected),
+        ("checked", CHECKED, read_checked),
+    ):
+        try:
+            setattr(out, attr, read(folder))
+        except (OSError, ValueError) as e:
+            out.problems.append(
+                f"{folder / name}: unreadable ({e}); every record of the folder is ignored, "
+                "since which records were checked and which compute wrong results is lost"
+            )
+            return out
     workloads = [w for _, w in _read_lines(folder / WORKLOADS, _workload, out.problems)]
     for line, obj in _read_lines(folder / RECORDS, lambda obj: obj, out.problems):
         if obj is None:
@@ -90,7 +143,7 @@ def damage(folder):
     """(records of ``folder`` a build leaves out as damaged, the first problem in words or
     None): readable record lines (``readable_records``) that ``read_folder`` could not use,
     a damaged line, a record whose workload line is missing or does not take its trace, or
-    every record when the rejection list is damaged. Read once per change of the files
+    every record when the rejection or check list is damaged. Read once per change of the files
     (shared with ``merged_database``)."""
     folder = Path(folder)
     if not readable_records(folder):
@@ -98,6 +151,25 @@ def damage(folder):
     contents = _contents(str(folder), _stamp(folder))
     left_out = readable_records(folder) - len(contents.records)
     return max(left_out, 0), (contents.problems[0] if contents.problems else None)
+
+
+def unchecked(folder):
+    """Kernels (workloads) of ``folder`` whose tuning a build leaves out because none of
+    their records was checked (``FolderContents.unchecked``); 0 for an empty folder."""
+    folder = Path(folder)
+    if not readable_records(folder):
+        return 0
+    return _contents(str(folder), _stamp(folder)).unchecked()
+
+
+def unchecked_words(count):
+    """Why ``count`` kernels' records are left out, and what checks them."""
+    return (
+        f"{count} kernel(s) left out: their tuning records were never checked against the "
+        "default schedule (a database written by TVM itself or by a qbench from before the "
+        "record checks; TVM 0.27's tuned schedules can compute wrong results). `qbench tune` "
+        "of the model, with the same --target and --tuning-db, checks them"
+    )
 
 
 def readable_records(folder):
@@ -169,8 +241,9 @@ def _cause(error):
 
 def merged_database(folders):
     """One in-memory MetaSchedule database over ``folders`` (the best record of each
-    workload wins), without the damaged lines and the rejected workloads. A damaged folder is
-    named in one warning, once per change of its files."""
+    workload wins) of their usable records (``FolderContents.usable``: checked, not rejected,
+    not damaged). A damaged folder, or one with unchecked records, is named in one warning,
+    once per change of its files."""
     stamps = tuple((str(f), *_stamp(Path(f))) for f in folders)
     return _merged(stamps)
 
@@ -178,7 +251,7 @@ def merged_database(folders):
 def _stamp(folder):
     return tuple(
         (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
-        for p in (folder / WORKLOADS, folder / RECORDS, folder / REJECTED)
+        for p in (folder / WORKLOADS, folder / RECORDS, folder / REJECTED, folder / CHECKED)
     )
 
 
@@ -203,9 +276,10 @@ def _merged(stamps):
                 len(contents.problems),
                 contents.problems[0],
             )
-        for workload, rec in contents.records:
-            if workload.as_json()[0] in contents.rejected:
-                continue
+        unchecked_kernels = contents.unchecked()
+        if unchecked_kernels:
+            log.warning("tuning database %s: %s", folder, unchecked_words(unchecked_kernels))
+        for workload, rec in contents.usable():
             committed = merged.commit_workload(workload.mod)
             merged.commit_tuning_record(
                 ms.database.TuningRecord(

@@ -27,6 +27,8 @@ class TuningInfo:
             does not take its trace, all of them when the rejection list is damaged), 0
             when none (the JSON leaves it out then).
         damage: the first damaged line or file in words, or None (left out of the JSON).
+        unchecked: kernels (workloads) of ``database`` whose records its builds leave out
+            as never checked (``dbfiles.unchecked``), 0 when none (left out of the JSON).
         kernels: {graph name (``tvm_fp32``, ``tvm_int8``): {schedule source (``hand``: qbench's
             hand-scheduled kernels, ``tuned``: a tuning record, ``default``: default
             schedules): kernel count}, {} where not counted (not llvm)}
@@ -42,6 +44,7 @@ class TuningInfo:
     kernels: dict | None = None
     left_out: int = 0
     damage: str | None = None
+    unchecked: int = 0
 
     @property
     def tuned_kernels(self):
@@ -54,8 +57,9 @@ class TuningInfo:
 
     @classmethod
     def from_json(cls, d, where="tuning"):
-        """Read the dict back; ``kernels`` (before the builds), ``left_out`` and ``damage``
-        (nothing damaged, or a report from before they were recorded) may be absent.
+        """Read the dict back; ``kernels`` (before the builds), ``left_out``, ``damage`` and
+        ``unchecked`` (nothing left out, or a report from before they were recorded) may be
+        absent.
 
         Raises:
             UserError: another field is missing; the message names it.
@@ -66,7 +70,12 @@ class TuningInfo:
         return cls(**{k: need(d, k, where) for k in required}, **optional)
 
 
-OPTIONAL = {"kernels": None, "left_out": 0, "damage": None}  # TuningInfo's: left out at these
+OPTIONAL = {
+    "kernels": None,
+    "left_out": 0,
+    "damage": None,
+    "unchecked": 0,
+}  # TuningInfo's: left out at these
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ random inputs, and the whole model's logits fell to 13.9 dB SQNR against PyTorch
 few trials its best is often slower than a plain parallel loop (resnet18's input packing:
 1.2 ms tuned against 0.02 ms). qbench therefore runs the best record of every tuned kernel
 against the same kernel on qbench's default schedule (``kernels.schedules.CpuFallback``), on
-random inputs, and lists the workloads that disagree or are slower in
-``qbench_rejected.json`` beside the database; builds skip them.
+random inputs, lists the workloads that disagree or are slower in ``qbench_rejected.json``
+beside the database and the records that passed in ``qbench_checked.json``; builds apply
+only the checked records (``dbfiles.FolderContents.usable``).
 """
 
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.atomic import write_json
-from .dbfiles import REJECTED, read_rejected
+from .dbfiles import CHECKED, REJECTED, read_checked, read_rejected, record_key
 
 RTOL = 1e-3  # of the reference's largest magnitude; FP32 reassociation stays far below
 TIMING_NUMBER, TIMING_REPEATS = 10, 5  # calls per timing, timings (median taken)
@@ -34,7 +35,8 @@ def rejected(folder):
 
 def check_records(tasks, target, folder, remote=None):
     """Check the best record of each of ``tasks`` (MetaSchedule ``ExtractedTask``) in the
-    database ``folder``; add the wrong and the slow ones to its rejection list. ``remote``
+    database ``folder``; add the wrong and the slow ones to its rejection list, the others
+    to its check list (``dbfiles.record_key``; one already listed is not run again). ``remote``
     (a ``remote.Remote``): run the checks on one of its devices, else here.
 
     Returns:
@@ -46,19 +48,27 @@ def check_records(tasks, target, folder, remote=None):
 
     database = ms.database.JSONDatabase(work_dir=str(folder))
     device = connect(remote) if remote is not None else None
-    bad, names = set(), []
+    bad, good, names = set(), set(), []
+    checked, known_bad = read_checked(folder), rejected(folder)
     for task in tasks:
         mod = task.dispatched[0]
         if not database.has_workload(mod):
             continue
         workload = database.commit_workload(mod)
         top = database.get_top_k(workload, 1)
-        reason = _fault(top[0], target, device) if top else ""
+        key = record_key(workload, top[0]) if top else None
+        if key is None or key in checked or workload.as_json()[0] in known_bad:
+            continue
+        reason = _fault(top[0], target, device)
         if reason:
             bad.add(workload.as_json()[0])
             names.append(f"{task.task_name} ({reason})")
+        else:
+            good.add(key)
     if bad:
-        write_json(Path(folder) / REJECTED, sorted(rejected(folder) | bad))
+        write_json(Path(folder) / REJECTED, sorted(known_bad | bad))
+    if good:
+        write_json(Path(folder) / CHECKED, sorted(checked | good))
     return names
 
 

@@ -242,6 +242,7 @@ def tuning_databases(opts, target, fresh=None):
         fresh={name: asdict(s) for name, s in fresh.items()} if fresh else {},
         left_out=left_out,
         damage=damage,
+        unchecked=dbfiles.unchecked(user),
     )
     return folders, info
 

@@ -3,6 +3,7 @@ tuning, kernels) and the environment line."""
 
 import json
 
+from ..compile.dbfiles import unchecked_words
 from ..core.words import plural
 from ..measure.metrics import (
     ALL_VALUES,
@@ -93,11 +94,15 @@ def summary_lines(report):
 
 
 def _left_out(tuning):
-    """``, N of them left out as damaged (first: ...)`` for a ``TuningInfo`` whose builds
-    left records of the database out, else ``""``."""
-    if not tuning.left_out:
-        return ""
-    return f", {tuning.left_out} of them left out as damaged (first: {tuning.damage})"
+    """``, N of them left out as damaged (first: ...)`` and ``; the records of N kernels
+    left out as never checked (...)`` for a ``TuningInfo`` whose builds left records of the
+    database out, else ``""``."""
+    words = ""
+    if tuning.left_out:
+        words += f", {tuning.left_out} of them left out as damaged (first: {tuning.damage})"
+    if tuning.unchecked:
+        words += f"; {unchecked_words(tuning.unchecked)}"
+    return words
 
 
 def int8_choice_line(report):
