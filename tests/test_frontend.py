@@ -62,6 +62,24 @@ def test_adaptive_pooling_with_uneven_windows_matches_pytorch():
     assert np.abs(fp32_tvm(model, x) - torch_out(model, x)).max() <= 1e-6
 
 
+@pytest.mark.parametrize(
+    "kernel, stride, padding, size",
+    [(3, 2, 0, 12), (3, 2, 1, 12), (2, 2, 1, 11), (3, 1, 1, 7)],
+)
+def test_a_ceil_mode_max_pool_matches_pytorch_on_qbench_kernel(kernel, stride, padding, size):
+    """googlenet's kind: MaxPool2d(ceil_mode=True), whose last window runs past the padded
+    input (or would start in the padding, and is dropped), on qbench's taps kernel (it had
+    kept TVM's default schedule): equal to PyTorch on all-negative inputs, where a padding
+    of 0 would win the max."""
+    from qbench.compile.kernels.select import kernel_paths
+
+    model = nn.MaxPool2d(kernel, stride, padding, ceil_mode=True).eval()
+    x = randn(2, 3, size, size) - 10.0
+    np.testing.assert_array_equal(fp32_tvm(model, x), torch_out(model, x))
+    imported = frontend.import_model(loaded(model, x.shape[1:]), len(x))
+    assert kernel_paths(imported.mod, LLVM) == {"float32 max_pool2d taps": 1}
+
+
 class Lgamma(nn.Module):
     def forward(self, x):
         return torch.lgamma(x.abs() + 1)

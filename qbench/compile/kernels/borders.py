@@ -49,7 +49,9 @@ def _bordered_read(layer, path):
 
 def _pool_read(call):
     """Whether a uint8 max pool ``call`` can take a border of ``BORDER`` as its padding."""
-    return tuple(int(p) for p in call.attrs.padding) == (BORDER,) * 4
+    from .patterns import pool_padding
+
+    return pool_padding(call) == (BORDER,) * 4
 
 
 def with_borders(chains, var2val, uses, path_of):

@@ -73,24 +73,26 @@ def depthwise(bb, layer):
 
 def max_pool(bb, layer):
     """An NCHW max_pool2d (float32 or uint8) as an explicit max of taps, padded with the
-    dtype's lowest value. A uint8 pool with an output ``border`` (``borders``) runs in
-    NCHW16c, its input packed when no uint8 kernel wrote it."""
+    dtype's lowest value (``patterns.pool_padding``: ceil mode's rows and columns too). A
+    uint8 pool with an output ``border`` (``borders``) runs in NCHW16c, its input packed
+    when no uint8 kernel wrote it."""
     from . import layout
+    from .patterns import pool_padding
 
     call = layer.call
-    attrs = call.attrs
+    attrs, padding = call.attrs, pool_padding(call)
     strides = tuple(int(s) for s in attrs.strides)
     dtype = np.dtype(str(call.ty.dtype))
     lowest = float((np.finfo if dtype.kind == "f" else np.iinfo)(dtype).min)
     if dtype == np.uint8:
         blocked, border = blocked_behind(bb, call.args[0])
-        if border and tuple(int(p) for p in attrs.padding) != (border,) * 4:
+        if border and padding != (border,) * 4:
             blocked, border = None, 0  # a border that is not this pool's padding
         if blocked is None and layer.border is not None:
             blocked = bb.emit(bb.call_te(layout.pack_nchw16c, call.args[0], 0))
         if blocked is not None:
             return _max_pool_nchw16c(bb, (blocked, border), layer, lowest)
-    x, width = padded_columns(bb, call.args[0], attrs.padding, strides, lowest)
+    x, width = padded_columns(bb, call.args[0], padding, strides, lowest)
     return bb.call_te(
         max_pool_taps,
         x,
@@ -111,10 +113,11 @@ def _max_pool_nchw16c(bb, source, layer, lowest):
     where no value lies below it), otherwise the tensor is padded with ``lowest``."""
     from . import layout
     from .depthwise import max_pool_nchw16c
+    from .patterns import pool_padding
 
     attrs = layer.call.attrs
     blocked, border = source
-    padding = tuple(int(p) for p in attrs.padding)
+    padding = pool_padding(layer.call)
     data = blocked if border else padded_nchw16c(bb, blocked, padding, lowest)
     out_border = layer.border or (0, 0)
     pooled = bb.emit(

@@ -83,7 +83,7 @@ class IntegerLayer:
 
 def float_layer(call):
     """``call`` as a ``FloatLayer`` (conv2d: NCHW ungrouped or depthwise; matmul of a 2-D
-    input; max_pool2d: NCHW, floor mode, float32 or uint8, the precision its dtype), or
+    input; max_pool2d: NCHW, static shapes, float32 or uint8, the precision its dtype), or
     None."""
     if _is_max_pool(call):
         return FloatLayer(call, MAX_POOL, MAX_POOL, str(call.ty.dtype))
@@ -105,11 +105,29 @@ def _op(call, kind):
     return DEPTHWISE if groups == int(weight[0]) == channels and int(weight[1]) == 1 else None
 
 
-def pool_spec(call):
-    """((KH, KW), (SH, SW), (PH, PW)) of a max_pool2d ``call`` (``float_layer``) padded alike
-    on opposite sides, without dilation; None for any other pool."""
+def pool_padding(call):
+    """(top, left, bottom, right) padding in pixels of a max_pool2d ``call``
+    (``float_layer``), with the rows and columns its ``ceil_mode`` adds at the bottom and
+    right: the last window then runs past the padded input (PyTorch's ``ceil_mode``; its
+    windows see only real values there, as padding with the lowest value does). The graph's
+    output shape (N, C, OH, OW) says how far."""
     a = call.attrs
     top, left, bottom, right = (int(v) for v in a.padding)
+    (kh, kw), (sh, sw), (dh, dw) = (
+        tuple(int(v) for v in x) for x in (a.pool_size, a.strides, a.dilation)
+    )
+    _, _, height, width = (int(v) for v in call.args[0].ty.shape)
+    _, _, out_h, out_w = (int(v) for v in call.ty.shape)
+    bottom += max(0, (out_h - 1) * sh + (kh - 1) * dh + 1 - (height + top + bottom))
+    right += max(0, (out_w - 1) * sw + (kw - 1) * dw + 1 - (width + left + right))
+    return top, left, bottom, right
+
+
+def pool_spec(call):
+    """((KH, KW), (SH, SW), (PH, PW)) of a max_pool2d ``call`` (``float_layer``) padded alike
+    on opposite sides (``pool_padding``), without dilation; None for any other pool."""
+    a = call.attrs
+    top, left, bottom, right = pool_padding(call)
     if (top, left) != (bottom, right) or tuple(int(d) for d in a.dilation) != (1, 1):
         return None
     size, strides = (tuple(int(v) for v in values) for values in (a.pool_size, a.strides))
@@ -117,13 +135,14 @@ def pool_spec(call):
 
 
 def _is_max_pool(call):
-    from tvm import relax
+    from tvm import relax, tirx
 
     if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.nn.max_pool2d":
         return False
     a = call.attrs
-    plain = a.layout == "NCHW" and a.out_layout == "NCHW" and not a.ceil_mode
-    return plain and call.ty.dtype in ("float32", "uint8")
+    plain = a.layout == "NCHW" and a.out_layout == "NCHW"
+    static = all(isinstance(v, tirx.IntImm) for v in (*call.ty.shape, *call.args[0].ty.shape))
+    return plain and static and call.ty.dtype in ("float32", "uint8")
 
 
 @functools.lru_cache(maxsize=1)
