@@ -41,7 +41,7 @@ OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind::kOutEWiseFusable (conv2d's): Fu
 # the elementwise ops that follow a kernel so marked
 
 
-def conv2d_nchw4c(data, weight, strides, dilation, op_name, origin=0):
+def conv2d_nchw4c(data, weight, strides, dilation, op_name, origin=0, groups=1):
     """TE compute of the packed conv (``data``, ``weight``: te tensors in the layouts above,
     or with int16 values and 2-channel blocks; ``strides``, ``dilation``: (h, w) ints;
     ``op_name``: the packing's, which selects the schedule). ``data`` may also be a uint8
@@ -50,7 +50,8 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name, origin=0):
     input channels then padded to a multiple of 16), or flat pixel rows (N, 1, H, W * C),
     each pixel's C channels side by side, against a ``layout.pack_flat_weight`` weight
     (``blocked_conv``). ``origin``: the border (pixels) of a bordered ``data`` that the conv
-    reads from within (``blocked_conv``). Returns the int32 NCHW16c output tensor."""
+    reads from within (``blocked_conv``); ``groups``: as ``blocked_conv``. Returns the int32
+    NCHW16c output tensor."""
     return blocked_conv(
         data,
         weight,
@@ -61,10 +62,13 @@ def conv2d_nchw4c(data, weight, strides, dilation, op_name, origin=0):
         op_name,
         block=int(weight.shape[-1]),
         origin=origin,
+        groups=groups,
     )
 
 
-def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, block=None, origin=0):
+def blocked_conv(
+    data, weight, strides, dilation, weight_at, dtype, op_name, block=None, origin=0, groups=1
+):
     """TE compute of a channel-blocked conv: ``data`` (N, C/B, H, W, B), padded, against
     ``weight`` (O/16, C/b, KH, KW, ...) read through ``weight_at(oc, ic_o, kh, kw, ic_i,
     oc_i)``, products and sums in ``dtype``; ``block`` b divides B (default B). Returns the
@@ -80,10 +84,24 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
 
     A blocked ``data`` may carry a border of ``origin`` pixels that the conv does not read
     (a pre-padded output, ``prepadded``, read by an unpadded conv): its input is then
-    ``data[:, :, origin:-origin, origin:-origin]``."""
+    ``data[:, :, origin:-origin, origin:-origin]``.
+
+    ``groups`` > 1: a grouped conv (``layout.merged_groups``, ``layout.expand_groups``):
+    output block ``oc`` of group g = oc // (O/16 / groups) reads the input blocks g * C_w to
+    (g + 1) * C_w, C_w the weight's C/b."""
     flat = len(data.shape) == 4
     (n, ic_chunks, height, width), block, data_at = _reader(data, block, origin)
-    oc_chunks, _, kh_size, kw_size = weight.shape[:4]
+    oc_chunks, weight_chunks, kh_size, kw_size = weight.shape[:4]
+    if groups > 1:
+        ic_chunks, per_group = weight_chunks, oc_chunks // groups
+
+        def first(oc):
+            return oc // per_group * weight_chunks
+    else:
+
+        def first(oc):
+            return 0
+
     (sh, sw), (dh, dw) = strides, dilation
     if flat:  # the taps are groups of ``block`` elements
         dw, out_w = block, (width - kw_size * block) // sw + 1
@@ -96,7 +114,7 @@ def blocked_conv(data, weight, strides, dilation, weight_at, dtype, op_name, blo
     return te.compute(
         (n, oc_chunks, out_size(height, kh_size, sh, dh), out_w, OC_BLOCK),
         lambda b, oc, y, x, oc_i: te.sum(
-            data_at(b, ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i).astype(dtype)
+            data_at(b, first(oc) + ic_o, y * sh + kh * dh, x * sw + kw * dw, ic_i).astype(dtype)
             * weight_at(oc, ic_o, kh, kw, ic_i, oc_i).astype(dtype),
             axis=[ic_o, kh, kw, ic_i],
         ),
@@ -131,16 +149,18 @@ def out_size(size, kernel, stride, dilation):
     return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
-def requantized_conv(data, weight, correction, rescale, strides, dilation, rows, op_name, origin=0):
+def requantized_conv(
+    data, weight, correction, rescale, strides, dilation, rows, op_name, origin=0, groups=1
+):
     """The packed conv with its epilogue: int32 NCHW16c -> FP32 in the layer's own layout.
 
     ``correction`` (C,) int32 and ``rescale`` (C,) float32 te tensors (C <= the padded output
     channels): out = float32(acc - correction[c]) * rescale[c]. The output is (N, C, OH, OW),
     or with ``rows`` (a dense layer packed by ``layout.pack_rows``) (M, C). The conv's int32
-    tile never reaches memory: ``schedule_packed`` computes it per output tile. ``origin``:
-    as ``conv2d_nchw4c``.
+    tile never reaches memory: ``schedule_packed`` computes it per output tile. ``origin``,
+    ``groups``: as ``conv2d_nchw4c``.
     """
-    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin)
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin, groups)
     channels = correction.shape[0]
 
     def epilogue(value, c):
@@ -161,7 +181,16 @@ def requantized_conv(data, weight, correction, rescale, strides, dilation, rows,
 
 
 def requantized_conv_u8(
-    data, weight, constants, epilogue, strides, dilation, op_name, origin=0, residual_border=0
+    data,
+    weight,
+    constants,
+    epilogue,
+    strides,
+    dilation,
+    op_name,
+    origin=0,
+    residual_border=0,
+    groups=1,
 ):
     """The packed conv with its integer requantize to the next layer's uint8 in its
     epilogue: int32 NCHW16c -> uint8 NCHW16c, 16 output channels per vector.
@@ -171,10 +200,11 @@ def requantized_conv_u8(
     input its uint8 (N, O16, OH, OW, 16) te tensor. ``epilogue``: (zero_point, (q_lo, q_hi),
     (k, z_t) of the residual or None), as ``patterns.RequantizedLayer``. The arithmetic is
     the graph's (``quantize.requantize``), in its order, so the result is the plain graph's
-    bit for bit. ``origin``: as ``conv2d_nchw4c``; ``residual_border``: the border of the
-    residual input (read from within it). Returns the (N, O16, OH, OW, 16) uint8 tensor.
+    bit for bit. ``origin``, ``groups``: as ``conv2d_nchw4c``; ``residual_border``: the
+    border of the residual input (read from within it). Returns the (N, O16, OH, OW, 16)
+    uint8 tensor.
     """
-    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin)
+    acc = conv2d_nchw4c(data, weight, strides, dilation, op_name, origin, groups)
     residual, rb = (constants[3] if len(constants) > 3 else None), residual_border
 
     def value(b, oc, y, x, oc_i):

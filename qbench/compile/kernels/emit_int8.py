@@ -41,7 +41,8 @@ def _kernel_correction(layer, packing):
 
 
 def _packed_conv_inputs(bb, layer, packing):
-    """(packed data var, prepacked weight constant, strides, origin) of a conv layer for
+    """(packed data var, prepacked weight constant, strides, origin, kernel groups) of a
+    conv layer for
     ``packing``: the NCHW16c tensor of the uint8 kernel that wrote its input where the
     packing reads it (``layout.Packing.reads_nchw16c``): as it is when its border is the
     conv's padding, from its border in (``origin``) when the conv has none, else padded in
@@ -50,11 +51,13 @@ def _packed_conv_inputs(bb, layer, packing):
     NCHW[block]c. Measured in the model (resnet18, AMD Zen 5, 2 threads,
     ``benchmarks/kernel_times.py``): its 3x3 convs ran as fast on NCHW16c as on NCHW4c, and
     the unpack-pad-repack between them, one call per conv, had cost 2.4 of 27.6 ms at batch
-    8 (the NCHW16c pad 0.2 ms)."""
+    8 (the NCHW16c pad 0.2 ms). A grouped conv's weights are laid out for its kernel
+    groups (``_grouped_weight``); it never reads flat rows."""
     from . import layout
     from .conv2d import OC_BLOCK
 
     zp, strides = int(layer.zero_point), tuple(int(s) for s in layer.attrs.strides)
+    weight, groups = _grouped_weight(layer, packing)
     blocked, border = _blocked_input(bb, layer) if packing.reads_nchw16c else (None, 0)
     origin = 0
     if blocked is not None:
@@ -62,16 +65,31 @@ def _packed_conv_inputs(bb, layer, packing):
         data = blocked if border else padded_nchw16c(bb, blocked, layer.padding, zp)
         multiple = OC_BLOCK
     else:
-        flat = _flat_input(bb, layer, packing)
+        flat = _flat_input(bb, layer, packing) if int(layer.attrs.groups) == 1 else None
         if flat is not None:
-            return *flat, 0
+            return *flat, 0, 1
         multiple = None
         data = _quantized_input(bb, layer, tuple(layer.padding), _packed_data(packing))
     if data is None:
         x_q = _padded(bb, layer.x_q, layer.padding, zp)
         data = bb.emit(bb.call_te(layout.pack_nchw4c, x_q, zp, *_packed_data(packing)))
-    weight = layout.pack_conv_weight(layer.weight, packing.block, packing.weight_dtype, multiple)
-    return data, _const(weight, weight.dtype.name), strides, origin
+    multiple = multiple if groups == 1 else None  # a kernel group reads its own blocks
+    weight = layout.pack_conv_weight(weight, packing.block, packing.weight_dtype, multiple)
+    return data, _const(weight, weight.dtype.name), strides, origin, groups
+
+
+def _grouped_weight(layer, packing):
+    """(int8 (O, C', KH, KW) weights, kernel groups) of a conv layer: its own and 1 when
+    ungrouped; a grouped conv's by ``layout.merged_groups`` groups per kernel group
+    (``layout.expand_groups``)."""
+    from . import layout
+
+    groups = int(layer.attrs.groups)
+    if groups == 1:
+        return layer.weight, 1
+    out_channels, per_group = layer.weight.shape[:2]
+    merged = layout.merged_groups(groups, out_channels // groups, per_group, packing.block)
+    return layout.expand_groups(layer.weight, groups, merged), groups // merged
 
 
 def _blocked_input(bb, layer):
@@ -121,7 +139,7 @@ def _flat_input(bb, layer, packing):
 
 
 def packed(bb, layer, packing):
-    """An ungrouped NCHW conv2d or a 2-D matmul on the packed kernel of ``packing``
+    """An NCHW conv2d (ungrouped or grouped) or a 2-D matmul on the packed kernel of ``packing``
     (``layout.PACKINGS``)."""
     from . import layout
 
@@ -130,13 +148,13 @@ def packed(bb, layer, packing):
         data = bb.emit(bb.call_te(layout.pack_rows, layer.x_q, zp, *_packed_data(packing)))
         weight = layout.pack_dense_weight(layer.weight, packing.block, packing.weight_dtype)
         weight = _const(weight, weight.dtype.name)
-        strides, dilation, rows, origin = (1, 1), (1, 1), True, 0
+        strides, dilation, rows, origin, groups = (1, 1), (1, 1), True, 0, 1
     else:
-        data, weight, strides, origin = _packed_conv_inputs(bb, layer, packing)
+        data, weight, strides, origin, groups = _packed_conv_inputs(bb, layer, packing)
         dilation, rows = tuple(int(d) for d in layer.attrs.dilation), False
     correction = _const(_kernel_correction(layer, packing), "int32")
     args = [data, weight, correction, _const(layer.rescale, "float32")]
-    return _requantized_conv(bb, args, (strides, dilation, rows, origin), packing)
+    return _requantized_conv(bb, args, (strides, dilation, rows, origin, groups), packing)
 
 
 def _packed_data(packing):
@@ -146,12 +164,12 @@ def _packed_data(packing):
 
 def _requantized_conv(bb, args, geometry, packing):
     """The packed conv and its requantize as one kernel; ``geometry``: (strides, dilation,
-    rows, origin) of ``conv2d.requantized_conv``. ``op_pattern`` out-elementwise-fusable
+    rows, origin, groups) of ``conv2d.requantized_conv``. ``op_pattern`` out-elementwise-fusable
     lets FuseOps append the elementwise ops that follow (bias, activation, residual add);
     ``kernels.schedules.HandKernels`` schedules the result as one tiled kernel."""
     from .conv2d import requantized_conv
 
-    strides, dilation, rows, origin = geometry
+    strides, dilation, rows, origin, groups = geometry
     return bb.call_te(
         requantized_conv,
         *args,
@@ -160,6 +178,7 @@ def _requantized_conv(bb, args, geometry, packing):
         rows,
         packing.op_name,
         origin,
+        groups,
         primfunc_name_hint="conv2d_packed_" + packing.op_name.rsplit("_", 1)[-1],
         primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
     )
@@ -197,7 +216,7 @@ def packed_requantized(bb, chain, packing):
     from .conv2d import requantized_conv_u8
 
     layer = chain.layer
-    data, weight, strides, origin = _packed_conv_inputs(bb, layer, packing)
+    data, weight, strides, origin, groups = _packed_conv_inputs(bb, layer, packing)
     constants = _blocked_constants(chain, _kernel_correction(layer, packing))
     residual, residual_border = None, 0
     if chain.residual is not None:
@@ -207,7 +226,8 @@ def packed_requantized(bb, chain, packing):
     args = (data, weight, constants, (chain.zero_point, chain.bounds, residual), strides)
     args += (tuple(int(d) for d in layer.attrs.dilation), packing.op_name, origin)
     name = "conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1]
-    return _uint8_kernel(bb, chain, (requantized_conv_u8, *args, residual_border), name)
+    compute = (requantized_conv_u8, *args, residual_border, groups)
+    return _uint8_kernel(bb, chain, compute, name)
 
 
 def depthwise_requantized(bb, chain):

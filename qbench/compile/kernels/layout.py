@@ -211,6 +211,37 @@ def pack_conv_weight(w, block=IC_BLOCK, dtype=np.int8, channel_multiple=None):
     return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
 
 
+MAX_MERGED = 16  # groups one kernel group may merge: as many times the multiply-adds
+
+
+def merged_groups(groups, out_per_group, in_per_group, block):
+    """Groups of a grouped conv that one group of the packed kernel computes: the fewest s
+    (a divisor of ``groups``) whose s groups' output channels fill 16-channel blocks and
+    whose input channels fill blocks of ``block``, so that each output block reads one run
+    of input blocks (``conv2d.blocked_conv``'s ``groups``). The kernel computes s groups
+    as one block-diagonal conv (``expand_groups``): s times the multiply-adds. ``groups``
+    when no smaller s fits (one ungrouped conv, its channels padded)."""
+    for s in range(1, groups + 1):
+        fits = out_per_group * s % OC_BLOCK == 0 and in_per_group * s % block == 0
+        if groups % s == 0 and fits:
+            return s
+    return groups
+
+
+def expand_groups(w, groups, merged):
+    """int8 (O, C/groups, KH, KW) weights of a grouped conv -> (O, C/groups * merged, KH,
+    KW): each output channel's weights at its group's place among the ``merged`` groups it
+    is computed with (``merged_groups``), zero at the others' input channels."""
+    o, per_group, kh, kw = w.shape
+    out_per_group = o // groups
+    out = np.zeros((o, per_group * merged, kh, kw), w.dtype)
+    for g in range(groups):
+        j = g % merged
+        rows = slice(g * out_per_group, (g + 1) * out_per_group)
+        out[rows, j * per_group : (j + 1) * per_group] = w[rows]
+    return out
+
+
 def flat_groups(kw, channels, block):
     """The groups of ``block`` elements one kernel row of ``kw`` pixels of ``channels``
     takes in flat pixel rows (``pack_flat_weight``): ceil(kw * channels / block)."""

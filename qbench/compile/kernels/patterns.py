@@ -29,6 +29,7 @@ from ...quantize.chains import scalar as _scalar
 
 # op patterns: what a kernel computes, independent of precision
 CONV2D, DEPTHWISE, MATMUL, MAX_POOL = "conv2d", "depthwise", "matmul", "max_pool2d"
+GROUPED = "grouped"  # a grouped conv2d that is not depthwise (regnet, resnext)
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ class IntegerLayer:
     Attributes:
         call: the chain's last call (the rescale multiply), which a kernel replaces.
         kind: the integer op, ``CONV2D`` or ``MATMUL``.
-        op: ``CONV2D``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no kernel takes
-            (grouped conv, matmul of a 3-D input), which keeps TVM's integer op.
+        op: ``CONV2D``, ``GROUPED``, ``DEPTHWISE`` or ``MATMUL``; None for a shape no
+            kernel takes (matmul of a 3-D input), which keeps TVM's integer op.
         x_q: the uint8 Relax var the layer reads, the graph's quantize of its float32 input
             (shared by every layer reading that tensor with the same parameters) or the
             integer requantize of the layer before: (N, C, H, W) for a conv, (M, K) for a
@@ -82,7 +83,7 @@ class IntegerLayer:
 
 
 def float_layer(call):
-    """``call`` as a ``FloatLayer`` (conv2d: NCHW ungrouped or depthwise; matmul of a 2-D
+    """``call`` as a ``FloatLayer`` (conv2d: NCHW ungrouped, grouped or depthwise; matmul of a 2-D
     input; max_pool2d: NCHW, static shapes, float32 or uint8, the precision its dtype), or
     None."""
     if _is_max_pool(call):
@@ -102,7 +103,7 @@ def _op(call, kind):
     if groups == 1:
         return CONV2D
     channels = int(call.args[0].ty.shape[1])
-    return DEPTHWISE if groups == int(weight[0]) == channels and int(weight[1]) == 1 else None
+    return DEPTHWISE if groups == int(weight[0]) == channels and int(weight[1]) == 1 else GROUPED
 
 
 def pool_padding(call):
@@ -231,7 +232,7 @@ class RequantizedLayer:
     chain in its epilogue and store uint8.
 
     Attributes:
-        layer: the ``IntegerLayer`` (an ungrouped or a depthwise conv2d); its ``rescale`` is
+        layer: the ``IntegerLayer`` (a conv2d: ungrouped, grouped or depthwise); its ``rescale`` is
             the requantize's multiplier.
         call: the chain's last call (the cast to uint8), which the kernel replaces.
         bias: (C,) float32, the bias in output steps.
@@ -280,7 +281,7 @@ def requantized_layer(call, var2val, uses):
     layer = integer_layer(single_use(value.args[0], var2val, uses), var2val)
     if layer is None or bias is None or None in (zero_point, q_lo, q_hi):
         return None
-    if layer.op != CONV2D and not (layer.op == DEPTHWISE and residual is None):
+    if layer.op not in (CONV2D, GROUPED) and not (layer.op == DEPTHWISE and residual is None):
         return None
     bounds = (int(q_lo), int(q_hi))
     return RequantizedLayer(layer, call, bias, int(zero_point), bounds, residual)

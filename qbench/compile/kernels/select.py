@@ -20,10 +20,11 @@ import numpy as np
 
 from ...quantize.pairs import pairs_fit
 from . import emit_fp32, emit_int8
-from .layout import PACKINGS
+from .layout import MAX_MERGED, PACKINGS, merged_groups
 from .patterns import (
     CONV2D,
     DEPTHWISE,
+    GROUPED,
     MATMUL,
     MAX_POOL,
     float_layer,
@@ -71,10 +72,25 @@ def _pairs_fit(layer):
     return pairs_fit(layer.weight)
 
 
+def _merges_few(layer, block):
+    """Whether a grouped conv ``layer`` computes with ``layout.MAX_MERGED`` groups or fewer
+    per kernel group on a packing of ``block``-channel inputs (``layout.merged_groups``)."""
+    groups = int(layer.attrs.groups)
+    out_channels, per_group = layer.weight.shape[:2]
+    return merged_groups(groups, out_channels // groups, per_group, block) <= MAX_MERGED
+
+
 def _int8_gemm(path, features, cpu_class, accepts=None):
-    emit = functools.partial(emit_int8.packed, packing=PACKINGS[path])
-    emit_u8 = functools.partial(emit_int8.packed_requantized, packing=PACKINGS[path])
-    return Kernel(path, "int8", (CONV2D, MATMUL), features, emit, cpu_class, emit_u8, accepts)
+    packing = PACKINGS[path]
+    emit = functools.partial(emit_int8.packed, packing=packing)
+    emit_u8 = functools.partial(emit_int8.packed_requantized, packing=packing)
+
+    def takes(layer):
+        grouped = layer.op != GROUPED or _merges_few(layer, packing.block)
+        return grouped and (accepts is None or accepts(layer))
+
+    ops = (CONV2D, GROUPED, MATMUL)
+    return Kernel(path, "int8", ops, features, emit, cpu_class, emit_u8, takes)
 
 
 AMX_MIN_MACS = 1 << 16  # per image. The test fixture's convs (32K and 55K MACs) ran 1.06x
