@@ -51,3 +51,43 @@ def test_reductions_of_length_one_build_and_match(model):
     ref = torch_out(module, x)
     assert np.abs(q.run("fp32", x) - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
     assert np.abs(q.run("int8", x) - ref).max() <= 0.05 * np.abs(ref).max()
+
+
+def _concat_relu(parts, batch):
+    """A TIR concat of ``parts`` (1 + i % 3) x 16-channel 5x6 tensors along the channels,
+    then ReLU, scheduled by ``CpuFallback`` for the host."""
+    import tvm
+    from helpers import LLVM
+    from tvm import te, topi
+    from tvm.s_tir import dlight
+
+    from qbench.compile.kernels.schedules import CpuFallback
+
+    ins = [te.placeholder((batch, 16 * (1 + i % 3), 5, 6), "float32", name=f"a{i}")
+           for i in range(parts)]  # fmt: skip
+    joined = topi.concatenate(ins, axis=1)
+    out = te.compute(joined.shape, lambda *i: te.max(joined(*i), 0.0), name="out")
+    mod = tvm.IRModule({"main": te.create_prim_func([*ins, out])})
+    with tvm.target.Target(LLVM):
+        return dlight.ApplyDefaultSchedule(CpuFallback())(mod), [t.shape for t in ins]
+
+
+@pytest.mark.parametrize("parts, batch, loops", [(9, 1, 9), (12, 2, 12), (4, 1, 1)])
+def test_a_concat_of_many_parts_runs_one_loop_nest_a_part(parts, batch, loops):
+    """densenet's kind (concats of up to 60 parts, each element tested against every part):
+    8 parts or more get one parallel loop nest a part, fewer stay one; the result is numpy's
+    concatenate and ReLU."""
+    import tvm
+    from helpers import LLVM
+
+    mod, shapes = _concat_relu(parts, batch)
+    script = mod["main"].script()
+    assert script.count("T.parallel(") == loops
+    rng = np.random.default_rng(parts)
+    xs = [rng.standard_normal([int(d) for d in s]).astype(np.float32) for s in shapes]
+    want = np.maximum(np.concatenate(xs, axis=1), 0)
+    got = tvm.runtime.tensor(np.zeros(want.shape, np.float32))
+    tvm.compile(mod, target=tvm.target.Target(LLVM))["main"](
+        *[tvm.runtime.tensor(x) for x in xs], got
+    )
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -8,8 +8,9 @@ for example by a MetaSchedule database):
   with its fused epilogue, on their hand schedules;
 - ``CpuFallback``: every other kernel. Like dlight's GPU ``Fallback`` it inlines what it can,
   then runs the outer spatial loops of each remaining block in parallel and vectorizes the
-  innermost (for conv- and pool-like blocks, inside the reduction loops). Untuned Relax builds
-  are single-threaded scalar loops otherwise.
+  innermost (for conv- and pool-like blocks, inside the reduction loops; a concat of many
+  parts one loop nest a part, ``concat.py``). Untuned Relax builds are single-threaded
+  scalar loops otherwise.
 """
 
 import functools
@@ -18,6 +19,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule
 
+from .concat import partition_parts
 from .conv2d import schedule_packed
 from .conv2d_fp32 import OP_NAME as FP32_CONV_OP
 from .conv2d_fp32 import schedule_conv2d_fp32
@@ -149,7 +151,7 @@ def _parallelize(sch, info):
     sch.reorder(*spatial, *reduce)
     if reduce:
         sch.parallel(sch.fuse(*spatial))
-    else:
+    elif not partition_parts(sch, info):
         _spatial(sch, spatial)
 
 
