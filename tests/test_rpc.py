@@ -69,7 +69,8 @@ def _report(tmp_path, reports):
 
 
 def test_a_run_through_the_tracker_equals_a_host_run_and_names_the_device(tmp_path, farm, models):
-    model = ["--model", f"{models}:build", "--target", "llvm", *TINY]
+    # the runs are judged on their logits, not their speed: a busy machine must not fail them
+    model = ["--model", f"{models}:build", "--target", "llvm", *TINY, "--min-int8-speedup", "0"]
     assert main(["run", *model, *_folders(tmp_path, "here")]) == 0
     remote = ["--rpc-tracker", farm.tracker_addr, "--rpc-key", KEY]
     assert main(["run", *model, *_folders(tmp_path, "there"), *remote]) == 0
