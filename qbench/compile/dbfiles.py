@@ -118,7 +118,7 @@ def read_folder(folder):
     ):
         try:
             setattr(out, attr, read(folder))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # nested too deep for json
             out.problems.append(
                 f"{folder / name}: unreadable ({e}); every record of the folder is ignored, "
                 "since which records were checked and which compute wrong results is lost"
@@ -165,10 +165,11 @@ def unchecked(folder):
 def unchecked_words(count):
     """Why ``count`` kernels' records are left out, and what checks them."""
     return (
-        f"{count} kernel(s) left out: their tuning records were never checked against the "
-        "default schedule (a database written by TVM itself or by a qbench from before the "
-        "record checks; TVM 0.27's tuned schedules can compute wrong results). `qbench tune` "
-        "of the model, with the same --target and --tuning-db, checks them"
+        f"the records of {count} tuned kernel(s) of this database (of any model) are left "
+        "out: they were never checked against the default schedule (a database written by "
+        "TVM itself or by a qbench from before the record checks; TVM 0.27's tuned "
+        "schedules can compute wrong results). `qbench tune` of the model, with the same "
+        "--target and --tuning-db, checks them"
     )
 
 
