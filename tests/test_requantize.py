@@ -522,3 +522,46 @@ def test_residual_depthwise_concat_and_pool_network_equals_numpy_integer_pipelin
     pooled = _pool_numpy(np.concatenate(branches, axis=1), fc.pool, fc.act)
     expected = _dense_numpy(pooled.reshape(len(x), -1), fc, net.fc)
     _assert_logits_on_both_builds(q, x, expected)
+
+
+class _Inception(torch.nn.Module):
+    """googlenet's pattern: two branches (ReLU) concatenated; one conv reads a chain of two
+    max pools (3x3, stride 1, ceil mode) of the concat, another the concat itself, in that
+    order; their FP32 outputs concatenated are the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.left = torch.nn.Conv2d(8, 16, 1)
+        self.right = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(3, 1, 1, ceil_mode=True)
+        self.pooled = torch.nn.Conv2d(24, 4, 1)
+        self.direct = torch.nn.Conv2d(24, 6, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.cat([torch.relu(self.left(x)), torch.relu(self.right(x))], dim=1)
+        return torch.cat([self.pooled(self.pool(self.pool(x))), self.direct(x)], dim=1)
+
+
+def test_a_max_pool_of_a_tensor_other_layers_read_takes_their_parameters():
+    """The conv reading the pooled concat takes the direct reader's parameters (the concat
+    quantized once, pooled in uint8), so both branch convs requantize to uint8 in integer;
+    logits as the numpy integer pipeline's, on the host kernels and TVM's own ops."""
+    net = _Inception().eval()
+    q, x = _integer_graph(net, 7, 9, rounds=3)
+    stem, left, right, pooled, direct = q.plans
+    assert [layer.pooled_from for layer in q.layers] == [None, None, None, 4, None]
+    assert pooled.act == direct.act
+    q1 = _layer_numpy(_quantize_input(x, stem.act), stem, net.stem, left.act, (0.0, None))
+    branches = [
+        _layer_numpy(q1, left, net.left, direct.act, (0.0, None)),
+        _layer_numpy(q1, right, net.right, direct.act, (0.0, None)),
+    ]
+    joined = np.concatenate(branches, axis=1)
+    twice = _max_pool_uint8(_max_pool_uint8(joined, 3, 1, 1, True), 3, 1, 1, True)
+    expected = np.concatenate(
+        [_layer_numpy(twice, pooled, net.pooled), _layer_numpy(joined, direct, net.direct)],
+        axis=1,
+    )
+    _assert_logits_on_both_builds(q, x, expected)

@@ -26,6 +26,8 @@ class Layer:
         groups: conv2d groups (1 for matmul).
         pool: where the layer reads a global average pool's output (``GlobalPool``), that
             pool's ordinal among ``main``'s global average pools, else None.
+        pooled_from: where the layer reads a max pooling of a tensor that another layer
+            reads itself (``max_pool_readers``), that layer's index, else None.
     """
 
     index: int
@@ -34,6 +36,7 @@ class Layer:
     weight: np.ndarray
     groups: int
     pool: int = None
+    pooled_from: int = None
 
     @property
     def channel_axis(self):
@@ -101,10 +104,65 @@ def find_layers(mod, names=None):
     for i, (kind, weight, _) in enumerate(found):
         _check_finite(weight, names[i] if use_names else f"layer{i}", kind)
     pools = {p.layer: p.ordinal for p in global_pools(mod) if p.layer is not None}
+    pooled = max_pool_readers(mod)
     return [
-        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, pools.get(i))
+        Layer(i, names[i] if use_names else f"layer{i}", kind, w, g, pools.get(i), pooled.get(i))
         for i, (kind, w, g) in enumerate(found)
     ]
+
+
+def range_owner(layer, layers):
+    """The layer whose calibrated input range quantizes ``layer``'s input: ``layer`` itself,
+    or the layer it takes its parameters from (``Layer.pooled_from``); ``layers``: the
+    ``Layer`` list, by index."""
+    return layer if layer.pooled_from is None else layers[layer.pooled_from]
+
+
+def max_pool_readers(mod):
+    """{index of a layer that reads a max pooling (one or a chain, NCHW) of a tensor: index
+    of the first layer that reads that tensor itself}, for ``mod["main"]``'s layers.
+
+    Such a layer takes the other's input parameters (``range_owner``). A max pool commutes
+    with a quantize of the same parameters exactly, so the tensor is quantized once and
+    pooled in uint8, as PyTorch's quantized ``max_pool2d`` keeps its input's scale and zero
+    point. With parameters of its own (googlenet's pool branch reads a max pool of the
+    concat the other three branches read) the tensor would be quantized twice, and the
+    layers that compute it could not requantize their outputs to uint8.
+    """
+    bindings = main_block(mod).bindings
+    values = {b.var: b.value for b in bindings}
+    inputs = [b.value.args[0] for b in bindings if quantizable_call(b.value)]
+    readers = {}
+    for index, x in enumerate(inputs):
+        readers.setdefault(x, index)
+    found = {}
+    for index, x in enumerate(inputs):
+        source = _max_pooled(x, values)
+        while source is not None and source not in readers:
+            source = _max_pooled(source, values)
+        if source is not None:
+            found[index] = readers[source]
+    return found
+
+
+def _max_pooled(var, values):
+    """The var ``var`` max-pools (an NCHW float32 ``max_pool2d``, read through the
+    (values, indices)[0] tuple the importer may build), else None."""
+    from tvm import relax
+
+    value = values.get(var)
+    while isinstance(value, relax.TupleGetItem):
+        fields = values.get(value.tuple_value)
+        if not isinstance(fields, relax.Tuple):
+            return None
+        value = fields.fields[value.index]
+        value = values.get(value, value)
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.max_pool2d":
+        return None
+    attrs, data = value.attrs, value.args[0]
+    if attrs.layout != "NCHW" or attrs.out_layout != "NCHW" or data.ty.dtype != "float32":
+        return None
+    return data if isinstance(data, relax.Var) else None
 
 
 def unaccounted_calls(calls, layers):

@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from ..core.errors import UserError
-from ..model.graph import GlobalPool, ResidualOutput
+from ..model.graph import GlobalPool, ResidualOutput, range_owner
 from .params import INT7_MAX, INT8_MAX, UINT8_MAX, activation_params, quantize_weight
 from .rewrite import LayerPlan
 
@@ -35,7 +35,8 @@ def make_plans(layers, ranges, config):
         layers: ``graph.Layer`` list in graph order.
         ranges: calibrated ``Range`` of each layer's input, by layer name, of each
             residual output (``graph.ResidualOutput.range_name``) and of each pooled input
-            (``graph.GlobalPool.range_name``).
+            (``graph.GlobalPool.range_name``). A layer that reads a max pooling of another
+            layer's input takes that layer's range (``graph.range_owner``).
         config: the ``QuantConfig``.
     """
     plans = []
@@ -43,7 +44,7 @@ def make_plans(layers, ranges, config):
         if reason:
             plans.append(LayerPlan(reason=reason))
             continue
-        r = ranges[layer.name]
+        r = ranges[range_owner(layer, layers).name]
         output, pool = (
             _params(ranges.get(key(layer.name)))
             for key in (ResidualOutput.range_name, GlobalPool.range_name)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..measure.provenance import qbench_commit
-from ..model.graph import op_counts
+from ..model.graph import op_counts, range_owner
 
 
 def environment(target, threads):
@@ -132,10 +132,12 @@ def layer_rows(layers, plans, ranges, quant, fp32, module):
     ``LayerPlan`` (``plans``, same order), calibrated ``ranges`` ({layer name:
     ``calibration.Range``}) and the ``QuantConfig`` as built (``quant``), then a row per
     weighted module of ``module`` and per op outside modules that no layer stands for
-    (``fp32``: see ``_fp32_rows``)."""
+    (``fp32``: see ``_fp32_rows``). A layer that takes another's input range
+    (``graph.range_owner``) shows that range, and names its owner in ``range_from``."""
     rows = []
     for layer, plan in zip(layers, plans, strict=True):
-        r = ranges.get(layer.name)
+        owner = range_owner(layer, layers)
+        r = ranges.get(owner.name)
         row = {
             "index": layer.index,
             "name": layer.name,
@@ -147,6 +149,8 @@ def layer_rows(layers, plans, ranges, quant, fp32, module):
             "nonfinite_excluded": r.nonfinite if r else 0,
             "nonfinite_batches": r.nonfinite_batches if r else [],
         }
+        if owner is not layer:
+            row["range_from"] = owner.name
         if plan.quantized:
             sqnr = [s for s in plan.weight.sqnr_db.tolist() if math.isfinite(s)]
             weights = _weight_words(quant)

@@ -194,6 +194,8 @@ def layer_table(report, fmt):
     rows = []
     for la in report.layers:
         note = la["reason"]
+        if la.get("range_from"):
+            note += f" reads a max pool of {la['range_from']}'s input: its scale and clip"
         if la["nonfinite_excluded"]:
             note += (
                 f" {la['nonfinite_excluded']} non-finite values excluded "
