@@ -190,6 +190,33 @@ def test_record_slower_than_default_schedule_is_rejected():
     assert recordcheck._fault(record, LLVM).startswith("slower than the default schedule")
 
 
+@pytest.mark.parametrize(
+    "timings, rejected",
+    [
+        ([1.20, 1.00, 1.15, 1.00], True),  # slower past 1.10 twice
+        ([1.20, 1.00, 1.05, 1.00], False),  # the second timing clears it: a busy moment
+        ([1.09, 1.00], False),  # within the margin: not timed again
+    ],
+)
+def test_a_slower_record_is_rejected_only_when_two_timings_agree(monkeypatch, timings, rejected):
+    """Each ``_run`` returns the next hand-made timing (ms), tuned then default; results agree."""
+    from types import SimpleNamespace
+
+    import tvm
+    from helpers import LLVM
+    from tvm import s_tir, te
+
+    x = te.placeholder((4,), "float32", name="x")
+    y = te.compute(x.shape, lambda i: x[i] + 1.0, name="y")
+    mod = tvm.IRModule({"main": te.create_prim_func([x, y]).with_attr("global_symbol", "main")})
+    record = SimpleNamespace(trace=s_tir.Schedule(mod).trace, workload=SimpleNamespace(mod=mod))
+    left = iter(timings)
+    monkeypatch.setattr(recordcheck, "_run", lambda mod, inputs, *_: (inputs, next(left)))
+    reason = recordcheck._fault(record, LLVM)
+    assert reason.startswith("slower than the default schedule") == rejected
+    assert next(left, None) is None  # each timing was taken, none more
+
+
 def test_records_never_checked_are_left_out_until_the_check_runs(tmp_path, monkeypatch, caplog):
     """A database written by TVM itself (or a qbench from before the record checks) has no
     check list: its records were never run against the default schedule, and TVM 0.27's
@@ -373,7 +400,9 @@ def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp
     )
 
 
-@pytest.mark.parametrize("damage", ["rejection list", "check list", "deep list", "workload line"])
+@pytest.mark.parametrize(
+    "damage", ["rejection list", "check list", "deep list", "workload line", "folder as list"]
+)
 def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, damage):
     """C19's kind: a database whose records a build cannot use (a damaged rejection list:
     all of them; a workload line cut mid-write: that workload's) was reported as "user
@@ -395,6 +424,10 @@ def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, dama
     elif damage == "check list":
         (folder / dbfiles.CHECKED).write_text('{"1": 2}')
         lost, where = len(recs), dbfiles.CHECKED
+    elif damage == "folder as list":  # read as no list, its rejections would apply
+        (folder / dbfiles.REJECTED).unlink(missing_ok=True)
+        (folder / dbfiles.REJECTED).mkdir()
+        lost, where = len(recs), dbfiles.REJECTED
     elif damage == "deep list":  # json's parser recurses: RecursionError, not ValueError
         (folder / dbfiles.CHECKED).write_text("[" * 5000 + "]" * 5000)
         lost, where = len(recs), dbfiles.CHECKED
@@ -407,6 +440,22 @@ def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, dama
     assert (info.records, info.left_out) == (len(recs), lost) and where in info.damage
     assert TuningInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
     assert f"{lost} of them left out as damaged (first: {folder}" in _left_out(info)
+
+
+def test_a_folder_in_place_of_the_records_file_is_said_not_read_as_none(tmp_path):
+    """A tuning records file that is a folder read as "no records" without a word; the
+    report's tuning line now names it."""
+    from types import SimpleNamespace
+
+    from qbench.pipeline.prepare import tuning_databases
+    from qbench.report.lines import _left_out
+
+    folder = tuning.db_dir(tmp_path / "db", Llvm.host(2))
+    (folder / dbfiles.RECORDS).mkdir(parents=True)
+    (folder / dbfiles.WORKLOADS).write_text("")
+    _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
+    assert (info.records, info.left_out) == (0, 0)
+    assert f"{folder / dbfiles.RECORDS}: not a file" in _left_out(info)
 
 
 def test_an_undamaged_database_reports_as_before(tmp_path):

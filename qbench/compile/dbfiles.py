@@ -81,7 +81,7 @@ def read_rejected(folder):
     """The rejection list of ``folder`` (empty when absent).
 
     Raises:
-        ValueError: the file exists but is not a JSON list of strings.
+        ValueError: the file exists but is not a JSON list of strings, or is no file.
     """
     return _read_keys(Path(folder) / REJECTED)
 
@@ -90,12 +90,14 @@ def read_checked(folder):
     """The ``record_key`` strings of the records checked in ``folder`` (empty when absent).
 
     Raises:
-        ValueError: the file exists but is not a JSON list of strings.
+        ValueError: the file exists but is not a JSON list of strings, or is no file.
     """
     return _read_keys(Path(folder) / CHECKED)
 
 
 def _read_keys(path):
+    if path.exists() and not path.is_file():
+        raise ValueError("not a file")
     if not path.is_file():
         return set()
     keys = json.loads(path.read_text())
@@ -146,7 +148,7 @@ def damage(folder):
     every record when the rejection or check list is damaged. Read once per change of the files
     (shared with ``merged_database``)."""
     folder = Path(folder)
-    if not readable_records(folder):
+    if not readable_records(folder) and all(p.is_file() or not p.exists() for p in _files(folder)):
         return 0, None
     contents = _contents(str(folder), _stamp(folder))
     left_out = readable_records(folder) - len(contents.records)
@@ -206,8 +208,11 @@ def check_undamaged(folder):
 
 def _read_lines(path, parse, problems):
     """(line number, ``parse(json)``) per non-empty line of ``path``; a damaged line gives
-    ``None`` (so workloads keep their line index) and a problem."""
+    ``None`` (so workloads keep their line index) and a problem, as does a ``path`` that is
+    there but no file (a folder)."""
     if not path.is_file():
+        if path.exists():
+            problems.append(f"{path}: not a file, so no record of the folder is read")
         return []
     parsed = []
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -249,10 +254,14 @@ def merged_database(folders):
     return _merged(stamps)
 
 
+def _files(folder):
+    return (folder / WORKLOADS, folder / RECORDS, folder / REJECTED, folder / CHECKED)
+
+
 def _stamp(folder):
     return tuple(
-        (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
-        for p in (folder / WORKLOADS, folder / RECORDS, folder / REJECTED, folder / CHECKED)
+        (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else p.exists()
+        for p in _files(folder)
     )
 
 

@@ -22,6 +22,7 @@ from .dbfiles import CHECKED, REJECTED, read_checked, read_rejected, record_key
 
 RTOL = 1e-3  # of the reference's largest magnitude; FP32 reassociation stays far below
 TIMING_NUMBER, TIMING_REPEATS = 10, 5  # calls per timing, timings (median taken)
+SLOWER = 1.10  # a tuned kernel is slower past this ratio to the default, in two timings
 
 
 def rejected(folder):
@@ -74,7 +75,8 @@ def check_records(tasks, target, folder, remote=None):
 
 def _fault(record, target, device=None):
     """ "" when the ``record``'s schedule of its workload agrees with qbench's default schedule
-    on random inputs and is at least as fast, else why not.
+    on random inputs and is not slower than it (by more than ``SLOWER`` in each of two
+    timings), else why not.
 
     The trace is applied to the workload the database stored, as a build's lookup does: a
     kernel the database matches may differ from it in block names only (structural equality
@@ -100,9 +102,16 @@ def _fault(record, target, device=None):
         for g, w in zip(got, want, strict=True)
     ):
         return "wrong results"
-    if tuned_ms > default_ms:
-        return f"slower than the default schedule, {tuned_ms:.3f} > {default_ms:.3f} ms"
-    return ""
+    if tuned_ms <= SLOWER * default_ms:
+        return ""
+    # a rejection is kept for good: a busy machine's one slow timing must not decide it
+    again = _run(sch.mod, inputs, target, device)[1], _run(reference, inputs, target, device)[1]
+    if again[0] <= SLOWER * again[1]:
+        return ""
+    return (
+        f"slower than the default schedule, {tuned_ms:.3f} > {default_ms:.3f} ms, then "
+        f"{again[0]:.3f} > {again[1]:.3f} ms"
+    )
 
 
 def _random_args(mod):

@@ -100,6 +100,8 @@ def _left_out(tuning):
     words = ""
     if tuning.left_out:
         words += f", {tuning.left_out} of them left out as damaged (first: {tuning.damage})"
+    elif tuning.damage:
+        words += f", damaged: {tuning.damage}"
     if tuning.unchecked:
         words += f"; {unchecked_words(tuning.unchecked)}"
     return words
