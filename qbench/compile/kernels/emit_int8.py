@@ -432,18 +432,28 @@ def _quantized_input(bb, layer, padding, packed, flat=False, fold=1):
     quantize, packing and padding (top, left, bottom, right) as one kernel
     (``input_quantize``); ``packed``: (block, dtype, offset), as ``_packed_data``; ``flat``:
     the kernel writes flat pixel rows, ``fold``: folded space-to-depth
-    (``quantize_pack_pad``). None for
+    (``quantize_pack_pad``), the FP32 ops and concat that compute the tensor read in the
+    kernel (``prologue``). None for
     any other input, or, where the layer pads, a quantize whose zero point is not its padding
     value (``layer.zero_point``; a layer without padding has 0 there: any value serves)."""
     from tvm import relax
 
     from .input_quantize import out_shape, quantize_pack_pad, quantize_source
+    from .prologue import find_prologue
 
     source = quantize_source(bb, layer.x_q)
     if source is None or (any(layer.padding) and source[2] != int(layer.zero_point)):
         return None
     x, scale, zero_point = source
-    func = quantize_pack_pad(x.ty.shape, scale, zero_point, padding, *packed, flat, fold)
+    prologue = find_prologue(bb, x, packed[0])
+    func = quantize_pack_pad(
+        x.ty.shape, scale, zero_point, padding, *packed, flat, fold, prologue=prologue
+    )
     kernel = bb.add_func(func.without_attr("global_symbol"), "quantize_pack_pad")
     out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0], flat, fold), packed[1])
-    return bb.emit(relax.call_tir(kernel, relax.Tuple([x]), out))
+    args = [x] if prologue is None else [*prologue.parts, *map(_float32, prologue.constants)]
+    return bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
+
+
+def _float32(array):
+    return _const(array, "float32")

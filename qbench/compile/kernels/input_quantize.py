@@ -9,6 +9,8 @@ channels of a pixel stored side by side, an interleaved store group LLVM vectori
 fill.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 QUANTIZE_OP = "relax.quantize"
@@ -36,7 +38,16 @@ def quantize_source(bb, x_q):
 
 
 def quantize_pack_pad(
-    shape, scale, zero_point, padding, block, dtype="uint8", offset=0, flat=False, fold=1
+    shape,
+    scale,
+    zero_point,
+    padding,
+    block,
+    dtype="uint8",
+    offset=0,
+    flat=False,
+    fold=1,
+    prologue=None,
 ):
     """The PrimFunc of FP32 (N, C, H, W) -> (N, ceil(C/block), H + top + bottom,
     W + left + right, block) of ``dtype``: each value clip(round(x / scale[c]) +
@@ -58,6 +69,8 @@ def quantize_pack_pad(
             (H + top + bottom) / fold, (W + left + right) / fold, fold * fold * block),
             pixel (y, x) at (y // fold, x // fold), channel ((y % fold) * fold + x % fold)
             * block + c (``amx.fold_plan``).
+        prologue: a ``prologue.Prologue``: the kernel reads its parts and constants in
+            place of x and computes x's values (``prologue``), else None.
 
     Raises:
         ValueError: ``fold`` with ``flat``, with more than 8 bytes a folded row of a pixel,
@@ -67,14 +80,17 @@ def quantize_pack_pad(
     from tvm.script.ir_builder import tirx as T
 
     _check_fold(shape, padding, block, flat, fold)
-    blocked = out_shape(shape, padding, block)
+    n, c, h, w = (int(v) for v in shape)
+    plane = fold == 1 and not any(padding)  # a channel's plane is one run of pixels
+    blocked = (n, -(-c // block), 1, h * w, block) if plane else out_shape(shape, padding, block)
     with IRBuilder() as builder:
         with T.prim_func():
             T.func_name("quantize_pack_pad")
-            x = T.arg("x", T.buffer(tuple(int(v) for v in shape), "float32"))
+            inputs = _declare(shape, prologue)
             written = T.arg("out", T.buffer(out_shape(shape, padding, block, flat, fold), dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
             with T.sblock("root"):
+                x = _source((n, c, 1, h * w) if plane else (n, c, h, w), block, prologue, inputs)
                 params = (scale, zero_point, offset, dtype)
                 if fold > 1:
                     _folded_rows(x, written, (blocked, padding), params, fold)
@@ -82,6 +98,90 @@ def quantize_pack_pad(
                     out = T.decl_buffer(blocked, dtype, data=written.data)  # the 5-D view
                     _rows(x, out, padding, params)
     return builder.get()
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The kernel's FP32 input: its (N, C, H, W) shape, its number of channel blocks, and
+    per run of blocks, the block past the run and ``load(b, channel, y, x)``, its value as
+    a PrimExpr (the load clamped to the tensor's channels; with one block, ``channel`` is
+    a Python int and a load of a concat picks its part by it)."""
+
+    shape: tuple
+    chunks: int
+    runs: tuple
+
+
+def _declare(shape, prologue):
+    """Declare the kernel's inputs: (the FP32 tensors it reads: x, or the prologue's parts;
+    the prologue's (C,) constants)."""
+    from tvm.script.ir_builder import tirx as T
+
+    if prologue is None:
+        return [T.arg("x", T.buffer(tuple(int(v) for v in shape), "float32"))], []
+    parts = [
+        T.arg(f"x{i}", T.buffer(tuple(int(v) for v in p.ty.shape), "float32"))
+        for i, p in enumerate(prologue.parts)
+    ]
+    channels = int(shape[1])
+    return parts, [
+        T.arg(f"k{i}", T.buffer((channels,), "float32")) for i in range(len(prologue.constants))
+    ]
+
+
+def _source(shape, block, prologue, inputs):
+    """The ``_Source`` that reads ``inputs`` (``_declare``) as (N, C, H, W) ``shape``: the
+    tensors' own, or (N, C, 1, H * W), each channel's plane as one row (views)."""
+    from tvm.script.ir_builder import tirx as T
+
+    parts, constants = inputs
+    channels, chunks = shape[1], -(-shape[1] // block)
+    views = [
+        T.decl_buffer((shape[0], int(p.shape[1]), *shape[2:]), "float32", data=p.data)
+        for p in parts
+    ]
+    ops, starts = (prologue.ops, prologue.starts) if prologue else ((), (0,))
+    pairs = list(zip(views, starts, strict=True))
+    loads = [_part_load(p, start, ops, constants, channels) for p, start in pairs]
+    if chunks == 1:  # every part in the one block: picked by the (static) channel
+
+        def load(b, channel, y, col):
+            part = sum(start <= min(channel, channels - 1) for start in starts[1:])
+            return loads[part](b, channel, y, col)
+
+        return _Source(shape, chunks, ((1, load),))
+    ends = [(start + int(p.shape[1])) // block for p, start in pairs[:-1]]
+    return _Source(shape, chunks, tuple(zip([*ends, chunks], loads, strict=True)))
+
+
+def _part_load(part, start, ops, constants, channels):
+    """``load`` of the channels of ``part`` (from channel ``start``; x itself: 0): its value
+    with the prologue's ``ops`` applied in order, in float32."""
+    from tvm.script.ir_builder import tirx as T
+
+    width = int(part.shape[1])
+
+    def load(b, channel, y, col):
+        v = part[b, T.min(channel - start, width - 1), y, col]
+        c = T.min(channel, channels - 1)
+        for name, operand in ops:
+            if name == "min":
+                v = T.min(v, T.float32(operand))
+            elif name == "max":
+                v = T.max(v, T.float32(operand))
+            else:
+                v = _ARITHMETIC[name](v, constants[operand][c])
+        return v
+
+    return load
+
+
+_ARITHMETIC = {
+    "relax.add": lambda a, b: a + b,
+    "relax.subtract": lambda a, b: a - b,
+    "relax.multiply": lambda a, b: a * b,
+    "relax.divide": lambda a, b: a / b,
+}
 
 
 def _check_fold(shape, padding, block, flat, fold):
@@ -100,7 +200,7 @@ def _rows(x, out, padding, params):
     ``params``: (scale, zero_point, offset, dtype)."""
     from tvm.script.ir_builder import tirx as T
 
-    top, h = padding[0], int(x.shape[2])
+    top, h = padding[0], x.shape[2]
     _, chunks, rows, width, block = (int(v) for v in out.shape)
     fill = _fill_value(params)
     with T.parallel(int(out.shape[0]) * chunks * rows) as task:
@@ -120,14 +220,36 @@ def _row(x, target, padding, params):
 
     out, at, (b, chunk, y) = target
     top, left, _, right = padding
-    w, block = int(x.shape[3]), int(out.shape[-1])
+    w, block = x.shape[3], int(out.shape[-1])
     fill = _fill_value(params)
     _fill(out, at, (0, left), block, fill)
-    with T.serial(w) as col:
-        for lane in range(block):
-            index = (b, chunk * block + lane, y - top, col)
-            T.buffer_store(out, _quantized(x, index, params), [*at, left + col, lane])
+
+    def pixels(load):
+        with T.serial(w) as col:
+            for lane in range(block):
+                channel = lane if x.chunks == 1 else chunk * block + lane
+                index = (b, channel, y - top, col)
+                value = _quantized(load, x.shape[1], index, params)
+                T.buffer_store(out, value, [*at, left + col, lane])
+
+    _by_run(x.runs, chunk, pixels)
     _fill(out, at, (left + w, right), block, fill)
+
+
+def _by_run(runs, chunk, body):
+    """``body(load)`` of the run of channel blocks ``chunk`` lies in (``_Source.runs``): one
+    branch a run, a part of a concat."""
+    from tvm.script.ir_builder import tirx as T
+
+    (end, load), rest = runs[0], runs[1:]
+    if not rest:
+        body(load)
+        return
+    with T.If(chunk < end):
+        with T.Then():
+            body(load)
+        with T.Else():
+            _by_run(rest, chunk, body)
 
 
 def _folded_rows(x, written, layout, params, fold):
@@ -139,7 +261,7 @@ def _folded_rows(x, written, layout, params, fold):
     from tvm.script.ir_builder import tirx as T
 
     (n, chunks, height, width, block), padding = layout
-    top, h = padding[0], int(x.shape[2])
+    top, h = padding[0], x.shape[2]
     unit = f"uint{8 * fold * block}"
     folded = (n, chunks, height // fold, width // fold, fold)
     out = T.decl_buffer(folded, unit, data=written.data)
@@ -194,15 +316,17 @@ def _fill(out, row, columns, block, fill):
             T.buffer_store(out, fill, [*row, first + i // block, i % block])
 
 
-def _quantized(x, index, params):
-    """The value of input ``index`` (b, channel, y, x) of ``x`` quantized with ``params``
-    (scale, zero_point, offset, dtype), or ``zero_point - offset`` past the input's channels
-    (the load clamped to the last channel, so the select stays a vector one)."""
+def _quantized(load, channels, index, params):
+    """The value of input ``index`` (b, channel, y, x), given by ``load`` (``_Source``),
+    quantized with ``params`` (scale, zero_point, offset, dtype), or ``zero_point - offset``
+    past the input's ``channels`` (the load clamped to the last channel, so the select
+    stays a vector one)."""
     from tvm.script.ir_builder import tirx as T
 
     (b, channel, y, col), (scale, zero_point, offset, dtype) = index, params
-    channels = int(x.shape[1])
-    v = x[b, T.min(channel, channels - 1), y, col] / T.float32(scale)
+    v = load(b, channel, y, col) / T.float32(scale)
     v = T.round(v) + T.float32(zero_point)
     q = T.Cast("int32", T.Cast("uint8", T.max(T.min(v, T.float32(255)), T.float32(0))))
+    if isinstance(channel, int):
+        return T.Cast(dtype, (q if channel < channels else T.int32(zero_point)) - offset)
     return T.Cast(dtype, T.if_then_else(channel < channels, q, T.int32(zero_point)) - offset)
