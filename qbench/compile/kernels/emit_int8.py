@@ -451,9 +451,11 @@ def _quantized_input(bb, layer, padding, packed, flat=False, fold=1):
     )
     kernel = bb.add_func(func.without_attr("global_symbol"), "quantize_pack_pad")
     out = relax.TensorType(out_shape(x.ty.shape, padding, packed[0], flat, fold), packed[1])
-    args = [x] if prologue is None else [*prologue.parts, *map(_float32, prologue.constants)]
+    args = [x] if prologue is None else [*prologue.parts, *map(_operand, prologue.constants)]
     return bb.emit(relax.call_tir(kernel, relax.Tuple(args), out))
 
 
-def _float32(array):
-    return _const(array, "float32")
+def _operand(k):
+    """A prologue operand as a call's argument: a Relax constant of a numpy array, else the
+    Relax var itself."""
+    return _const(k, "float32") if isinstance(k, np.ndarray) else k

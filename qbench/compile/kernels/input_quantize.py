@@ -114,7 +114,7 @@ class _Source:
 
 def _declare(shape, prologue):
     """Declare the kernel's inputs: (the FP32 tensors it reads: x, or the prologue's parts;
-    the prologue's (C,) constants)."""
+    the prologue's operands, (C,) constants or (N or 1, C, 1, 1) tensors)."""
     from tvm.script.ir_builder import tirx as T
 
     if prologue is None:
@@ -123,10 +123,11 @@ def _declare(shape, prologue):
         T.arg(f"x{i}", T.buffer(tuple(int(v) for v in p.ty.shape), "float32"))
         for i, p in enumerate(prologue.parts)
     ]
-    channels = int(shape[1])
-    return parts, [
-        T.arg(f"k{i}", T.buffer((channels,), "float32")) for i in range(len(prologue.constants))
+    shapes = [
+        k.shape if isinstance(k, np.ndarray) else tuple(int(v) for v in k.ty.shape)
+        for k in prologue.constants
     ]
+    return parts, [T.arg(f"k{i}", T.buffer(s, "float32")) for i, s in enumerate(shapes)]
 
 
 def _source(shape, block, prologue, inputs):
@@ -170,10 +171,18 @@ def _part_load(part, start, ops, constants, channels):
             elif name == "max":
                 v = T.max(v, T.float32(operand))
             else:
-                v = _ARITHMETIC[name](v, constants[operand][c])
+                v = _ARITHMETIC[name](v, _operand(constants[operand], b, c))
         return v
 
     return load
+
+
+def _operand(k, b, c):
+    """An op's operand for image ``b``, channel ``c``: k[c] of a (C,) constant, k[b, c, 0,
+    0] of an (N, C, 1, 1) tensor, k[0, c, 0, 0] of a (1, C, 1, 1) one."""
+    if len(k.shape) == 1:
+        return k[c]
+    return k[b if int(k.shape[0]) > 1 else 0, c, 0, 0]
 
 
 _ARITHMETIC = {

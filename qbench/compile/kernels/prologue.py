@@ -1,5 +1,6 @@
 """The FP32 work before an input quantize, run inside ``quantize_pack_pad``: a channel concat
-and per-channel elementwise ops.
+and per-channel elementwise ops (constants, or an (N, C, 1, 1) tensor the graph computed:
+mobilenet_v3's squeeze-excitation scale).
 
 densenet's layers read ``quantize(relu(batch_norm(concat(features))))``: the import leaves
 the batch norm after a concat as a subtract, divide, multiply and add of (1, C, 1, 1)
@@ -29,7 +30,8 @@ class Prologue:
             graph applies them: ``relax.add`` and the other ``ARITHMETIC`` ops take a
             constant, ``min`` and ``max`` a bound (a ReLU is ``max`` 0, a clip ``min`` hi
             then ``max`` lo, as TOPI computes them).
-        constants: float32 (C,) arrays, the ops' per-channel operands.
+        constants: the ops' per-channel operands: float32 (C,) arrays (constants) or
+            float32 (N or 1, C, 1, 1) Relax vars (computed by the graph).
     """
 
     parts: tuple
@@ -50,19 +52,17 @@ def find_prologue(bb, x, block):
     ``block`` channels (each packed block then reads one part), or where one block holds
     every channel (flat pixel rows: a block's channels come from each part in turn)."""
     ops, constants = [], []
-    channels = int(x.ty.shape[1])
     value = _value(bb, x)
     while value is not None:
-        step = _step(value, channels)
+        step = _step(value, [int(d) for d in x.ty.shape])
         if step is None:
             break
-        name, operand = step
-        if isinstance(operand, np.ndarray):
+        name, operand, x = step
+        if isinstance(operand, list):
+            ops.extend(operand)
+        else:
             ops.append((name, len(constants)))
             constants.append(operand)
-        else:
-            ops.extend(operand)
-        x = value.args[0]
         value = _value(bb, x)
     parts = _concat_parts(bb, value, block) or (x,)
     if not ops and len(parts) == 1:
@@ -85,39 +85,64 @@ def _value(bb, var):
     return value
 
 
-def _step(value, channels):
-    """(op name, (C,) float32 operand) of an ``ARITHMETIC`` op of a float32 4-D tensor and a
-    scalar or (1, C, 1, 1) constant, or (op name, its ``Prologue.ops`` steps, last first)
-    of a ReLU or a clip with constant bounds; else None."""
-    import tvm
+def _step(value, shape):
+    """(op name, operand, the data it reads) of an op of the float32 (N, C, H, W) ``shape``:
+    an ``ARITHMETIC`` op with a scalar or (1, C, 1, 1) constant (a (C,) float32 array) or a
+    float32 (N or 1, C, 1, 1) var (a squeeze-excitation scale; either operand of an add or
+    multiply, which commute exactly), or a ReLU or clip with constant bounds (its
+    ``Prologue.ops`` steps, last first); else None."""
     from tvm import relax, tirx
 
-    if not isinstance(value, relax.Call) or value.ty.dtype != "float32" or value.ty.ndim != 4:
+    if not isinstance(value, relax.Call) or value.ty.dtype != "float32":
         return None
-    if not _same_shape(value.args[0], value):  # not an operand broadcast to the output
+    if [int(d) for d in value.ty.shape] != shape:
         return None
-    name = getattr(value.op, "name", "")
-    if name == "relax.nn.relu":
-        return name, [("max", 0.0)]
-    if name == "relax.clip":
-        lo, hi = value.args[1:]
+    name, args = getattr(value.op, "name", ""), list(value.args)
+    if name in ("relax.nn.relu", "relax.clip") and _shaped(args[0], shape):
+        if name == "relax.nn.relu":
+            return name, [("max", 0.0)], args[0]
+        lo, hi = args[1:]
         if not all(isinstance(b, tirx.IntImm | tirx.FloatImm) for b in (lo, hi)):
             return None
-        return name, [("max", float(lo.value)), ("min", float(hi.value))]
-    operand = value.args[1] if name in ARITHMETIC else None
-    if not isinstance(operand, tvm.ir.expr.Constant) or operand.ty.dtype != "float32":
+        return name, [("max", float(lo.value)), ("min", float(hi.value))], args[0]
+    if name not in ARITHMETIC:
         return None
-    array = operand.value.numpy()
-    if array.size == 1:
-        return name, np.full(channels, array.reshape(-1)[0], np.float32)
-    if array.shape != (1, channels, 1, 1):
-        return None
-    return name, array.reshape(-1).astype(np.float32)
+    orders = [(0, 1), (1, 0)] if name in ("relax.add", "relax.multiply") else [(0, 1)]
+    for data, other in orders:
+        operand = _operand(args[other], shape)
+        if _shaped(args[data], shape) and operand is not None:
+            return name, operand, args[data]
+    return None
 
 
-def _same_shape(expr, value):
-    shape = getattr(expr.ty, "shape", None)
-    return shape is not None and [int(d) for d in shape] == [int(d) for d in value.ty.shape]
+def _shaped(expr, shape):
+    """Whether ``expr`` is a float32 var of ``shape``."""
+    from tvm import relax
+
+    ty = getattr(expr, "ty", None)
+    if not isinstance(expr, relax.Var) or getattr(ty, "dtype", None) != "float32":
+        return False
+    return getattr(ty, "shape", None) is not None and [int(d) for d in ty.shape] == shape
+
+
+def _operand(expr, shape):
+    """A per-channel operand for data of (N, C, H, W) ``shape``: a scalar or (1, C, 1, 1)
+    float32 constant as a (C,) array, a float32 (N or 1, C, 1, 1) var as itself; else
+    None."""
+    import tvm
+    from tvm import relax
+
+    n, channels = shape[:2]
+    if isinstance(expr, tvm.ir.expr.Constant) and expr.ty.dtype == "float32":
+        array = expr.value.numpy()
+        if array.size == 1:
+            return np.full(channels, array.reshape(-1)[0], np.float32)
+        return array.reshape(-1).astype(np.float32) if array.shape == (1, channels, 1, 1) else None
+    ty = getattr(expr, "ty", None)
+    if isinstance(expr, relax.Var) and getattr(ty, "dtype", None) == "float32":
+        dims = [int(d) for d in ty.shape] if getattr(ty, "shape", None) is not None else None
+        return expr if dims in ([n, channels, 1, 1], [1, channels, 1, 1]) else None
+    return None
 
 
 def _concat_parts(bb, value, block):
