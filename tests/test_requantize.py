@@ -565,3 +565,30 @@ def test_a_max_pool_of_a_tensor_other_layers_read_takes_their_parameters():
         axis=1,
     )
     _assert_logits_on_both_builds(q, x, expected)
+
+
+class _PooledTwice(torch.nn.Module):
+    """One tensor read by a conv, by a conv through a max pool, and by a conv through that
+    pool pooled again; their FP32 outputs concatenated are the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(3, 1, 1)
+        self.direct, self.once, self.twice = (torch.nn.Conv2d(8, 4, 1) for _ in range(3))
+
+    def forward(self, x):
+        x = torch.nn.functional.relu(self.stem(x))
+        once = self.pool(x)
+        return torch.cat([self.direct(x), self.once(once), self.twice(self.pool(once))], 1)
+
+
+def test_a_pool_of_a_pool_readers_input_takes_the_first_owners_parameters():
+    """The conv reading the twice-pooled tensor takes the direct reader's parameters, not
+    those of the once-pooled reader's own calibration (which that reader does not use):
+    the tensor is quantized once; logits as on TVM's own ops."""
+    net = _PooledTwice().eval()
+    q, x = _integer_graph(net, 8, 9, rounds=1)
+    assert [layer.pooled_from for layer in q.layers] == [None, None, 1, 1]
+    executable = compiled(q.int8_mod, LLVM, hand_kernels=False)
+    _assert_logits_on_both_builds(q, x, run_tvm(executable, x))

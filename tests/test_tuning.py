@@ -401,7 +401,15 @@ def test_damaged_workloads_and_rejection_list_leave_out_only_what_they_spoil(tmp
 
 
 @pytest.mark.parametrize(
-    "damage", ["rejection list", "check list", "deep list", "workload line", "folder as list"]
+    "damage",
+    [
+        "rejection list",
+        "check list",
+        "deep list",
+        "workload line",
+        "folder as list",
+        "link to nothing",
+    ],
 )
 def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, damage):
     """C19's kind: a database whose records a build cannot use (a damaged rejection list:
@@ -424,9 +432,12 @@ def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, dama
     elif damage == "check list":
         (folder / dbfiles.CHECKED).write_text('{"1": 2}')
         lost, where = len(recs), dbfiles.CHECKED
-    elif damage == "folder as list":  # read as no list, its rejections would apply
-        (folder / dbfiles.REJECTED).unlink(missing_ok=True)
-        (folder / dbfiles.REJECTED).mkdir()
+    elif damage in ("folder as list", "link to nothing"):  # read as no list, its
+        (folder / dbfiles.REJECTED).unlink(missing_ok=True)  # rejections would apply
+        if damage == "folder as list":
+            (folder / dbfiles.REJECTED).mkdir()
+        else:
+            (folder / dbfiles.REJECTED).symlink_to(tmp_path / "nothing")
         lost, where = len(recs), dbfiles.REJECTED
     elif damage == "deep list":  # json's parser recurses: RecursionError, not ValueError
         (folder / dbfiles.CHECKED).write_text("[" * 5000 + "]" * 5000)
@@ -442,20 +453,22 @@ def test_the_report_says_how_many_records_a_damaged_database_lost(tmp_path, dama
     assert f"{lost} of them left out as damaged (first: {folder}" in _left_out(info)
 
 
-def test_a_folder_in_place_of_the_records_file_is_said_not_read_as_none(tmp_path):
-    """A tuning records file that is a folder read as "no records" without a word; the
-    report's tuning line now names it."""
-    from types import SimpleNamespace
-
-    from qbench.pipeline.prepare import tuning_databases
-    from qbench.report.lines import _left_out
-
+@pytest.mark.parametrize("kind", ["folder", "link to nothing"])
+def test_a_records_file_that_is_no_file_is_named_in_the_tuning_line(
+    tmp_path, capsys, small_models, kind
+):
+    """A tuning records file that is a folder or a dangling link read as "no records"
+    without a word; the run's tuning line now names it, where no shipped database makes the
+    source "none" too."""
     folder = tuning.db_dir(tmp_path / "db", Llvm.host(2))
-    (folder / dbfiles.RECORDS).mkdir(parents=True)
+    folder.mkdir(parents=True)
+    records = folder / dbfiles.RECORDS
+    records.mkdir() if kind == "folder" else records.symlink_to(tmp_path / "nothing")
     (folder / dbfiles.WORKLOADS).write_text("")
-    _, info = tuning_databases(SimpleNamespace(tuning_db=tmp_path / "db"), Llvm.host(2))
-    assert (info.records, info.left_out) == (0, 0)
-    assert f"{folder / dbfiles.RECORDS}: not a file" in _left_out(info)
+    args = ["--model", f"{small_models}:square", "--data", "synthetic", "--threads", "2"]
+    assert cli_run(tmp_path, *args, "--tuning-db", str(tmp_path / "db")) in (0, 1)
+    out = capsys.readouterr().out
+    assert f"{records}: not a file" in out, out
 
 
 def test_an_undamaged_database_reports_as_before(tmp_path):

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,8 +97,8 @@ def read_checked(folder):
 
 
 def _read_keys(path):
-    if path.exists() and not path.is_file():
-        raise ValueError("not a file")
+    if _present(path) and not path.is_file():
+        raise ValueError("not a file (a folder, or a link to nothing)")
     if not path.is_file():
         return set()
     keys = json.loads(path.read_text())
@@ -148,7 +149,7 @@ def damage(folder):
     every record when the rejection or check list is damaged. Read once per change of the files
     (shared with ``merged_database``)."""
     folder = Path(folder)
-    if not readable_records(folder) and all(p.is_file() or not p.exists() for p in _files(folder)):
+    if not readable_records(folder) and not any(map(_unreadable, _files(folder))):
         return 0, None
     contents = _contents(str(folder), _stamp(folder))
     left_out = readable_records(folder) - len(contents.records)
@@ -211,21 +212,38 @@ def _read_lines(path, parse, problems):
     ``None`` (so workloads keep their line index) and a problem, as does a ``path`` that is
     there but no file (a folder)."""
     if not path.is_file():
-        if path.exists():
-            problems.append(f"{path}: not a file, so no record of the folder is read")
+        if _present(path):
+            problems.append(
+                f"{path}: not a file (a folder, or a link to nothing), so no record of the "
+                "folder is read"
+            )
         return []
     parsed = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-                parsed.append((number, parse(obj)))
-            except Exception as e:  # noqa: BLE001 - JSON and TVM's parsers raise many kinds
-                problems.append(f"{path}: line {number}: {_cause(e)}")
-                parsed.append((number, None))
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                    parsed.append((number, parse(obj)))
+                except Exception as e:  # noqa: BLE001 - JSON and TVM's parsers raise many kinds
+                    problems.append(f"{path}: line {number}: {_cause(e)}")
+                    parsed.append((number, None))
+    except OSError as e:
+        problems.append(f"{path}: unreadable ({e}), so no record of the folder is read")
+        return []
     return parsed
+
+
+def _present(path):
+    """Whether ``path`` names anything, a link to nothing included."""
+    return path.exists() or path.is_symlink()
+
+
+def _unreadable(path):
+    """Whether ``path`` is there but not a file this process can read."""
+    return _present(path) and not (path.is_file() and os.access(path, os.R_OK))
 
 
 def _workload(obj):
@@ -260,7 +278,7 @@ def _files(folder):
 
 def _stamp(folder):
     return tuple(
-        (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else p.exists()
+        (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else _present(p)
         for p in _files(folder)
     )
 

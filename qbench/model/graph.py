@@ -142,6 +142,10 @@ def max_pool_readers(mod):
             source = _max_pooled(source, values)
         if source is not None:
             found[index] = readers[source]
+    for index, owner in found.items():  # a pool of a pool reader's input: its owner's
+        while owner in found:
+            owner = found[owner]
+        found[index] = owner
     return found
 
 

@@ -65,7 +65,7 @@ def summary_lines(report):
         "default schedules)"
         if t.source != "none"
         else "tuning: none (no records for this target: untuned kernels use qbench's default "
-        "schedules; see `qbench tune`)"
+        f"schedules; see `qbench tune`){_left_out(t)}"
     )
     if t.kernels:
         lines.append(
