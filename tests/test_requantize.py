@@ -529,14 +529,14 @@ class _Inception(torch.nn.Module):
     max pools (3x3, stride 1, ceil mode) of the concat, another the concat itself, in that
     order; their FP32 outputs concatenated are the logits."""
 
-    def __init__(self):
+    def __init__(self, right=8):
         super().__init__()
         self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.left = torch.nn.Conv2d(8, 16, 1)
-        self.right = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.right = torch.nn.Conv2d(8, right, 3, padding=1)
         self.pool = torch.nn.MaxPool2d(3, 1, 1, ceil_mode=True)
-        self.pooled = torch.nn.Conv2d(24, 4, 1)
-        self.direct = torch.nn.Conv2d(24, 6, 1)
+        self.pooled = torch.nn.Conv2d(16 + right, 4, 1)
+        self.direct = torch.nn.Conv2d(16 + right, 6, 1)
 
     def forward(self, x):
         x = torch.relu(self.stem(x))
@@ -544,11 +544,14 @@ class _Inception(torch.nn.Module):
         return torch.cat([self.pooled(self.pool(self.pool(x))), self.direct(x)], dim=1)
 
 
-def test_a_max_pool_of_a_tensor_other_layers_read_takes_their_parameters():
+@pytest.mark.parametrize("width", [8, 16])
+def test_a_max_pool_of_a_tensor_other_layers_read_takes_their_parameters(width):
     """The conv reading the pooled concat takes the direct reader's parameters (the concat
     quantized once, pooled in uint8), so both branch convs requantize to uint8 in integer;
-    logits as the numpy integer pipeline's, on the host kernels and TVM's own ops."""
-    net = _Inception().eval()
+    logits as the numpy integer pipeline's, on the host kernels and TVM's own ops. With
+    branches of whole 16-channel blocks, the uint8 kernels join their blocked outputs
+    (``emit_common``) where they can read them."""
+    net = _Inception(width).eval()
     q, x = _integer_graph(net, 7, 9, rounds=3)
     stem, left, right, pooled, direct = q.plans
     assert [layer.pooled_from for layer in q.layers] == [None, None, None, 4, None]
@@ -560,11 +563,25 @@ def test_a_max_pool_of_a_tensor_other_layers_read_takes_their_parameters():
     ]
     joined = np.concatenate(branches, axis=1)
     twice = _max_pool_uint8(_max_pool_uint8(joined, 3, 1, 1, True), 3, 1, 1, True)
+    blocked = _blocked_concats(q.int8_mod)  # its two readers' copies made one
+    assert len(blocked) <= 1 and (width == 16 or not blocked)
     expected = np.concatenate(
         [_layer_numpy(twice, pooled, net.pooled), _layer_numpy(joined, direct, net.direct)],
         axis=1,
     )
     _assert_logits_on_both_builds(q, x, expected)
+
+
+def _blocked_concats(mod):
+    """The uint8 NCHW16c concats of ``mod`` after kernel selection and the lowering's
+    common-subexpression pass."""
+    from tvm import relax
+
+    from qbench.compile.kernels.select import select_kernels
+
+    selected = relax.transform.EliminateCommonSubexpr()(select_kernels(mod, LLVM))
+    lines = selected["main"].script().splitlines()
+    return [line for line in lines if "R.concat(" in line and ', 16), dtype="uint8"' in line]
 
 
 class _PooledTwice(torch.nn.Module):

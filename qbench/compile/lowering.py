@@ -38,8 +38,8 @@ def cpu_pipeline(target, database=None, fallback=True, hand_kernels=True):
 
     @tvm.transform.module_pass(opt_level=0)
     def _lower(mod, _ctx):
-        if hand_kernels:
-            mod = select_kernels(mod, target)
+        if hand_kernels:  # readers of one blocked concat emit it each (emit_common)
+            mod = transform.EliminateCommonSubexpr()(select_kernels(mod, target))
         with tvm.target.Target(target):  # no database here: the zero pipeline would apply it
             mod = tvm.transform.Sequential(
                 [

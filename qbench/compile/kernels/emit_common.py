@@ -36,10 +36,12 @@ def blocked_behind(bb, x_q, blocks=(16,)):
     """(the uint8 channel-blocked tensor a uint8 kernel wrote, its border:
     ``amx.AmxPlan.border``) when ``x_q`` (N, C, H, W) is its unpack and its channels are in
     blocks of one of ``blocks`` (16: NCHW16c; an AMX reader also takes 64, ``kernels.wide``),
-    else (None, 0)."""
+    or the concat of such tensors (``_blocked_concat``), else (None, 0)."""
     from tvm import relax
 
     value = bb.lookup_binding(x_q) if isinstance(x_q, relax.Var) else None
+    if isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.concat":
+        return _blocked_concat(bb, value, blocks)
     callee = value.args[0] if isinstance(value, relax.Call) and value.args else None
     if isinstance(callee, relax.GlobalVar) and callee.name_hint.startswith("unpack_nchw16c"):
         blocked = value.args[1].fields[0]
@@ -48,6 +50,32 @@ def blocked_behind(bb, x_q, blocks=(16,)):
         border = (int(blocked.ty.shape[2]) - int(x_q.ty.shape[2])) // 2
         return blocked, border
     return None, 0
+
+
+def _blocked_concat(bb, concat, blocks):
+    """A channel concat of uint8 (N, C_i, H, W) unpacks (googlenet's inception outputs) as
+    the concat of the blocked tensors behind them, emitted with ``bb`` (one block axis, so
+    no unpack and repack between the uint8 kernels), with their common border; (None, 0)
+    unless each part is whole blocks of one size, all with one border. Readers of one
+    concat emit the same expression; the lowering's common-subexpression pass keeps one."""
+    from tvm import relax
+
+    fields = concat.args[0]
+    if isinstance(fields, relax.Var):
+        fields = bb.lookup_binding(fields)
+    if int(concat.attrs.axis) % 4 != 1 or not isinstance(fields, relax.Tuple):
+        return None, 0
+    found = [(blocked_behind(bb, part, blocks), part) for part in fields.fields]
+    if any(blocked is None for (blocked, _), _ in found):
+        return None, 0
+    lanes = {int(blocked.ty.shape[-1]) for (blocked, _), _ in found}
+    borders = {border for (_, border), _ in found}
+    if len(lanes) != 1 or len(borders) != 1:
+        return None, 0
+    if any(int(part.ty.shape[1]) % next(iter(lanes)) for _, part in found):
+        return None, 0
+    parts = [blocked for (blocked, _), _ in found]
+    return bb.emit(relax.op.concat(parts, axis=1)), borders.pop()
 
 
 def nchw16c_behind(bb, x_q):
