@@ -150,23 +150,48 @@ def max_pool_readers(mod):
 
 
 def _max_pooled(var, values):
-    """The var ``var`` max-pools (an NCHW float32 ``max_pool2d``, read through the
-    (values, indices)[0] tuple the importer may build), else None."""
+    """The var ``var`` max-pools (an NCHW float32 ``max_pool2d``), else None."""
     from tvm import relax
 
-    value = values.get(var)
-    while isinstance(value, relax.TupleGetItem):
-        fields = values.get(value.tuple_value)
-        if not isinstance(fields, relax.Tuple):
-            return None
-        value = fields.fields[value.index]
-        value = values.get(value, value)
+    value = bound_value(var, values.get)
     if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.nn.max_pool2d":
         return None
     attrs, data = value.attrs, value.args[0]
     if attrs.layout != "NCHW" or attrs.out_layout != "NCHW" or data.ty.dtype != "float32":
         return None
     return data if isinstance(data, relax.Var) else None
+
+
+def bound_value(var, lookup):
+    """The value bound to ``var`` (``lookup``: a var's bound value or None, such as
+    ``BlockBuilder.lookup_binding``), read through ``(a, b, ...)[i]`` of a tuple built in the
+    graph (the importer returns a max pooling as (values, indices)[0], a batch norm as
+    (y, mean, var)[0]); None where nothing is bound."""
+    from tvm import relax
+
+    value = lookup(var) if isinstance(var, relax.Var) else None
+    while isinstance(value, relax.TupleGetItem):
+        fields = lookup(value.tuple_value) if isinstance(value.tuple_value, relax.Var) else None
+        if not isinstance(fields, relax.Tuple):
+            return None
+        value = fields.fields[value.index]
+        value = lookup(value) if isinstance(value, relax.Var) else value
+    return value
+
+
+def channel_concat(value, lookup):
+    """The expressions ``value`` concatenates along the channels of a 4-D (N, C, H, W)
+    tensor (its tuple read through ``lookup``, as in ``bound_value``), else None."""
+    from tvm import relax
+
+    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.concat":
+        return None
+    if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1:
+        return None
+    fields = value.args[0]
+    if isinstance(fields, relax.Var):
+        fields = lookup(fields)
+    return list(fields.fields) if isinstance(fields, relax.Tuple) else None
 
 
 def unaccounted_calls(calls, layers):

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.graph import global_pools, quantizable_call, residual_outputs, same_shape_add
+from ..model.graph import (
+    bound_value,
+    channel_concat,
+    global_pools,
+    quantizable_call,
+    residual_outputs,
+    same_shape_add,
+)
 from . import requantize
 from .chains import name
 from .params import ActivationParams, QuantizedWeight
@@ -222,7 +229,7 @@ class _Uint8Tensors:
         channels (each part quantized with the concat's parameters)."""
         from tvm import relax
 
-        value = self._bound_value(x) if axis == 1 else None
+        value = bound_value(x, self.builder.lookup_binding) if axis == 1 else None
         if _zero_padding(value) is not None:
             inner = self.cached(value.args[0], act, axis)
             width = [int(w) for w in value.attrs.pad_width]
@@ -237,30 +244,11 @@ class _Uint8Tensors:
         return _quantize(self.emit, x, act, axis)
 
     def _channel_concat(self, value):
-        """The tensors ``value`` concatenates along the channels of (N, C, H, W), else
-        None."""
-        from tvm import relax
-
-        if name(value) != "relax.concat" or value.ty.dtype != "float32":
+        """The tensors ``value`` concatenates along the channels of float32 (N, C, H, W),
+        else None."""
+        if getattr(getattr(value, "ty", None), "dtype", None) != "float32":
             return None
-        if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1:
-            return None
-        fields = value.args[0]
-        if isinstance(fields, relax.Var):
-            fields = self.builder.lookup_binding(fields)
-        return list(fields.fields) if isinstance(fields, relax.Tuple) else None
-
-    def _bound_value(self, x):
-        """The value bound to var ``x``, through a field of a tuple built in the graph
-        (the importer returns a max pooling as (values, indices)[0])."""
-        from tvm import relax
-
-        value = self.builder.lookup_binding(x) if isinstance(x, relax.Var) else None
-        if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
-            fields = self.builder.lookup_binding(value.tuple_value)
-            if isinstance(fields, relax.Tuple):
-                return self._bound_value(fields.fields[value.index])
-        return value
+        return channel_concat(value, self.builder.lookup_binding)
 
 
 def _const(array, dtype):

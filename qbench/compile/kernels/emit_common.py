@@ -1,6 +1,7 @@
 """Relax emission helpers the FP32 and INT8 emitters share: padding a layer's input, and
 finding the NCHW16c tensor a uint8 kernel wrote behind its unpack."""
 
+from ...model.graph import channel_concat
 from .depthwise import split_columns
 
 
@@ -60,12 +61,10 @@ def _blocked_concat(bb, concat, blocks):
     concat emit the same expression; the lowering's common-subexpression pass keeps one."""
     from tvm import relax
 
-    fields = concat.args[0]
-    if isinstance(fields, relax.Var):
-        fields = bb.lookup_binding(fields)
-    if int(concat.attrs.axis) % 4 != 1 or not isinstance(fields, relax.Tuple):
+    fields = channel_concat(concat, bb.lookup_binding)
+    if fields is None:
         return None, 0
-    found = [(blocked_behind(bb, part, blocks), part) for part in fields.fields]
+    found = [(blocked_behind(bb, part, blocks), part) for part in fields]
     if any(blocked is None for (blocked, _), _ in found):
         return None, 0
     lanes = {int(blocked.ty.shape[-1]) for (blocked, _), _ in found}

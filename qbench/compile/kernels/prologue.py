@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...model.graph import bound_value, channel_concat
+
 ARITHMETIC = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide")
 
 
@@ -52,7 +54,7 @@ def find_prologue(bb, x, block):
     ``block`` channels (each packed block then reads one part), or where one block holds
     every channel (flat pixel rows: a block's channels come from each part in turn)."""
     ops, constants = [], []
-    value = _value(bb, x)
+    value = bound_value(x, bb.lookup_binding)
     while value is not None:
         step = _step(value, [int(d) for d in x.ty.shape])
         if step is None:
@@ -63,26 +65,12 @@ def find_prologue(bb, x, block):
         else:
             ops.append((name, len(constants)))
             constants.append(operand)
-        value = _value(bb, x)
+        value = bound_value(x, bb.lookup_binding)
     parts = _concat_parts(bb, value, block) or (x,)
     if not ops and len(parts) == 1:
         return None
     ops.reverse()
     return Prologue(parts, tuple(ops), tuple(constants))
-
-
-def _value(bb, var):
-    """The value bound to ``var``, through ``(a, b, ...)[i]`` of a tuple built in the graph
-    (the import's batch norm returns one), or None."""
-    from tvm import relax
-
-    value = bb.lookup_binding(var) if isinstance(var, relax.Var) else None
-    while isinstance(value, relax.TupleGetItem):
-        fields = bb.lookup_binding(value.tuple_value)
-        if not isinstance(fields, relax.Tuple):
-            return None
-        value = bb.lookup_binding(fields.fields[value.index])
-    return value
 
 
 def _step(value, shape):
@@ -148,20 +136,16 @@ def _operand(expr, shape):
 def _concat_parts(bb, value, block):
     """The vars a concat along the channels of (N, C, H, W) float32 joins, each but the last
     a multiple of ``block`` channels or all within one block, else None."""
-    from tvm import relax
-
-    if not isinstance(value, relax.Call) or getattr(value.op, "name", "") != "relax.concat":
+    fields = channel_concat(value, bb.lookup_binding)
+    if fields is None or value.ty.dtype != "float32" or not all(map(_is_var, fields)):
         return None
-    if value.ty.ndim != 4 or int(value.attrs.axis) % 4 != 1 or value.ty.dtype != "float32":
-        return None
-    fields = value.args[0]
-    if isinstance(fields, relax.Var):
-        fields = bb.lookup_binding(fields)
-    if not isinstance(fields, relax.Tuple) or not all(
-        isinstance(f, relax.Var) for f in fields.fields
-    ):
-        return None
-    widths = [int(f.ty.shape[1]) for f in fields.fields]
+    widths = [int(f.ty.shape[1]) for f in fields]
     if sum(widths) > block and any(w % block for w in widths[:-1]):
         return None
-    return tuple(fields.fields)
+    return tuple(fields)
+
+
+def _is_var(expr):
+    from tvm import relax
+
+    return isinstance(expr, relax.Var)
