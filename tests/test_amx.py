@@ -125,11 +125,12 @@ def test_weight_packing_indices():
     assert not packed[:, :, :, 1, 8:].any()  # tap 5, past KW
 
 
-def _accumulators(x, w, strides, dilation, tiles, target, pool=None):
+def _accumulators(x, w, strides, dilation, tiles, target, pool=None, chunk=None):
     """The int32 accumulators (N, O, OH, OW) of the AMX kernel for uint8 ``x`` (N, C, H, W),
     spatially padded already, and int8 ``w`` (O, C, KH, KW), both packed as the emitter packs
     them (NCHW4c for up to 4 channels, else NCHW16c; the columns past the taps padded);
-    with ``pool`` ((KH, KW), (SH, SW), (PH, PW)) max pooled by the kernel (``amx.pooled``)."""
+    with ``pool`` ((KH, KW), (SH, SW), (PH, PW)) max pooled by the kernel (``amx.pooled``),
+    with ``chunk`` (input blocks, steps) accumulated in chunks (``amx.chunked``)."""
     import dataclasses
 
     import tvm
@@ -145,6 +146,7 @@ def _accumulators(x, w, strides, dilation, tiles, target, pool=None):
     data = np.ascontiguousarray(np.concatenate([data, extra], axis=3))
     p = dataclasses.replace(p, data=data.shape)
     p = p if pool is None else amx.pooled(p, pool)
+    p = p if chunk is None else amx.chunked(p, *chunk)
     func = amx.conv(p, None, False, tiles)
     lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
     args = [data, amx.pack_weight(w, p), np.zeros(p.result, np.int32)]
@@ -188,6 +190,42 @@ def test_amx_kernel_is_exact(n, c, o, hw, k, stride, dilation):
     strides, dilations = (stride, stride), (dilation, dilation)
     got = _accumulators(x, w, strides, dilations, amx.AmxTiles(), SAPPHIRE_RAPIDS)
     np.testing.assert_array_equal(got, exact_conv(x, w, strides, dilations))
+
+
+CHUNKED = [  # (N, C, O, H=W, K, stride, (input blocks a chunk, steps a task))
+    (2, 64, 32, 9, 3, 1, (1, 3)),  # 4 chunks; 3 steps a task across the 2 images' 4
+    (3, 48, 40, 13, 3, 2, (3, 4)),  # one chunk; strided, a step's 2 tiles on 2 lines
+    (2, 64, 24, 7, 1, 1, (2, 1)),
+]
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+@pytest.mark.parametrize("n, c, o, hw, k, stride, chunk", CHUNKED)
+def test_a_chunked_accumulation_is_exact(tiles, n, c, o, hw, k, stride, chunk):
+    """The sums of each chunk of input blocks saved and resumed, tasks across images: bit for
+    bit against numpy."""
+    if tiles == "amx":
+        _needs_amx()
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    x, w = _operands(n, c, o, hw, k, seed=c)
+    got = _accumulators(x, w, (stride,) * 2, (1, 1), ops, target or SAPPHIRE_RAPIDS, chunk=chunk)
+    np.testing.assert_array_equal(got, exact_conv(x, w, (stride,) * 2, (1, 1)))
+
+
+def test_convs_of_large_weight_groups_are_chunked_and_pooled_ones_are_not():
+    """A group of 2 x 16 outputs holding more than 32 KB of weights accumulates at most 18 KB
+    of them at a time: 256 -> 256 3x3 on NCHW64c (72 KB: 1 block of 18 KB), on NCHW16c (4
+    blocks of 4.5 KB), 128 -> 128 (36 KB: 1 block); 64 -> 64 (18 KB) is not chunked, nor is
+    a conv whose kernel max pools."""
+    wide = amx.plan((8, 4, 16, 16, 64), 256, (3, 3), (1, 1), (1, 1))
+    assert (wide.chunk, wide.span) == (1, amx.SPAN)
+    assert amx.plan((8, 16, 16, 16, 16), 256, (3, 3), (1, 1), (1, 1)).chunk == 4
+    assert amx.plan((8, 2, 30, 30, 64), 128, (3, 3), (1, 1), (1, 1)).chunk == 1
+    assert amx.plan((8, 1, 58, 58, 64), 64, (3, 3), (1, 1), (1, 1)).chunk == 0
+    pooled = amx.pooled(wide, ((3, 3), (2, 2), (1, 1)))
+    assert (pooled.chunk, pooled.span) == (0, 1)
+    with pytest.raises(ValueError, match="3 of 4 input blocks"):
+        amx.chunked(wide, 3, 4)
 
 
 def _folded_accumulators(x, w, padding, tiles, target):
@@ -417,12 +455,16 @@ BORDERED = [  # (origin, kernel, (C, O), (input, output, residual) channels per 
 ]
 
 
+@pytest.mark.parametrize("chunk", [None, (1, 3)])
 @pytest.mark.parametrize("tiles", ["emulated", "amx"])
 @pytest.mark.parametrize("origin, kernel, channels, blocks", BORDERED)
-def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel, channels, blocks):
+def test_bordered_input_output_and_residual_are_exact(
+    tiles, origin, kernel, channels, blocks, chunk
+):
     """A conv reading a bordered tensor, writing a border of its zero point and adding a
-    bordered residual, each in NCHW16c or NCHW64c: bit for bit against numpy, the border
-    included."""
+    bordered residual, each in NCHW16c or NCHW64c, with its accumulation whole or in chunks
+    of one input block (``amx.chunked``, tasks of 3 steps across the 2 images): bit for bit
+    against numpy, the border included."""
     import tvm
 
     if tiles == "amx":
@@ -438,6 +480,7 @@ def test_bordered_input_output_and_residual_are_exact(tiles, origin, kernel, cha
     assert p.k_bytes == min(kernel * data_block, 64)
     p = dataclasses.replace(p, border=1, residual_border=1)
     p = dataclasses.replace(p, out_block=out_block, residual_block=residual_block)
+    p = p if chunk is None else amx.chunked(p, *chunk)
     ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
     func = amx.conv(p, (zp_out, bounds, (0.5, 9)), True, ops)
     lib = tvm.compile(

@@ -249,8 +249,12 @@ def _max_pool_uint8(q, kernel, stride, padding, ceil_mode=False):
 def test_max_pooling_runs_on_the_uint8_tensor(pool, size):
     """quantize(max_pool(x)) is max_pool(quantize(x)) (rounding and clamping are monotone):
     the conv before the pool requantizes in integer; logits as the numpy integer
-    pipeline's, on the host kernels (the pool on qbench's taps kernel, ceil mode
-    included) and TVM's own ops."""
+    pipeline's, on the host kernels and TVM's own ops, and with the pool on qbench's taps
+    kernel (ceil mode included): on an AMX host, where the stem's AMX kernel takes the pool,
+    the VNNI class's build runs the taps kernel."""
+    from helpers import CPU
+
+    from qbench.compile.features import has_feature
     from qbench.compile.kernels.select import kernel_paths
 
     net = _Pooled(*pool).eval()
@@ -259,7 +263,10 @@ def test_max_pooling_runs_on_the_uint8_tensor(pool, size):
     q1 = _layer_numpy(_quantize_input(x, conv.act), conv, net.conv, head.act, (0.0, None))
     expected = _layer_numpy(_max_pool_uint8(q1, *pool), head, net.head)
     _assert_logits_on_both_builds(q, x, expected)
-    assert kernel_paths(q.int8_mod, LLVM).get("uint8 max_pool2d taps") == 1
+    taps = {**CPU, "mcpu": "icelake-server"} if has_feature(LLVM, "amx-tile") else LLVM
+    assert kernel_paths(q.int8_mod, taps).get("uint8 max_pool2d taps") == 1
+    logits = run_tvm(compiled(q.int8_mod, taps), x)
+    np.testing.assert_allclose(logits, expected, rtol=2**-23, atol=2e-7)
 
 
 class _Residual(torch.nn.Module):

@@ -58,6 +58,15 @@ FOLD = 2  # space-to-depth factor of a stride-2 conv on at most QUAD channels
 # ran 0.980x at batch 2, 0.975x at 4 and 0.97x at 8, but 1.003-1.016x at batch 1 (the
 # stem 0.029 ms faster, the input's quantize slower by more than its 0.006 ms alone)
 FOLD_MIN_BATCH = 2
+# A conv whose output-channel group holds more weights than CHUNK_MIN bytes accumulates a
+# chunk of at most CHUNK_BYTES of them at a time over SPAN steps (``chunked``): resnet18's
+# 3x3 convs at batch 8 on an Intel Xeon with AMX, each alone, bit-exact: 256->256 at 14x14
+# 0.354 -> 0.251 ms, 512->512 at 7x7 0.343 -> 0.292, 256->512 stride 2 0.329 -> 0.211,
+# 128->256 stride 2 (36 KB a group) 0.171 -> 0.149, 128->128 at 28x28 (36 KB) 0.289 -> 0.301;
+# not chunked: 64->64 at 56x56 (18 KB), 0.297 -> 0.485 chunked (docs/measurements.md)
+CHUNK_MIN = 32 * 1024
+CHUNK_BYTES = 18 * 1024
+SPAN = 4
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,9 @@ class AmxPlan:
             (NCHW64c, ``kernels.wide``: a 3x3 conv reading it takes one 64-byte tile row per
             tap, where NCHW16c gives 48-byte rows at 16-byte steps).
         residual_block: channels per block of the residual input, 16 or ``WIDE``.
+        chunk: input blocks per chunk of the accumulation (``chunked``), or 0: all of them
+            at once.
+        span: steps of one task of a chunked plan, across images.
     """
 
     data: tuple
@@ -117,6 +129,8 @@ class AmxPlan:
     pool: tuple = None
     out_block: int = LANES
     residual_block: int = LANES
+    chunk: int = 0
+    span: int = 1
 
     @property
     def block(self):
@@ -164,11 +178,38 @@ class AmxPlan:
         return 1 if self.flat else self.out[2]
 
     @property
+    def line_tiles(self):
+        """M tiles of a line (the last one shifted back to end at the line's last
+        position)."""
+        return -(-self.positions // self.rows)
+
+    @property
     def tiles_per_line(self):
-        """M tiles of a line, rounded up to whole steps of ``m_tiles`` (the last tile of a
-        line is shifted back to end at its last position; an odd count repeats it)."""
-        count = -(-self.positions // self.rows)
-        return count + count % self.m_tiles
+        """``line_tiles`` rounded up to whole steps of ``m_tiles`` (an odd count repeats the
+        last): the steps of a line of a fused max pool's conv rows."""
+        return self.line_tiles + -self.line_tiles % self.m_tiles
+
+    @property
+    def steps(self):
+        """Steps of ``m_tiles`` M tiles over an image's lines one after the other, a step's
+        tiles from one line or two (a line of one tile, a strided conv's 7 output columns,
+        shares its step with the next line's): ceil(lines x line_tiles / m_tiles)."""
+        return -(-self.lines * self.line_tiles // self.m_tiles)
+
+    def step_tiles(self, step):
+        """[(line, first position)] of the M tiles of ``step`` (an int or a TIR expression);
+        past the image's last tile the last is repeated."""
+        from tvm.script.ir_builder import tirx as T
+
+        last = self.lines * self.line_tiles - 1
+        tiles = [T.min(step * self.m_tiles + mi, last) for mi in range(self.m_tiles)]
+        return [self._tile_start(t) for t in tiles]
+
+    def _tile_start(self, tile):
+        from tvm.script.ir_builder import tirx as T
+
+        line, index = tile // self.line_tiles, tile % self.line_tiles
+        return line, T.min(index * self.rows, self.positions - self.rows)
 
 
 def _bordered(shape, border, block):
@@ -207,9 +248,10 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
     hp, wp = hp + 2 * origin, wp + 2 * origin
     positions = (oh - 1) * wp + ow if flat else ow
     rows = min(TILE_ROWS, positions)
-    m_tiles = 2 if positions > rows else 1
+    lines = 1 if flat else oh
+    m_tiles = 2 if lines * -(-positions // rows) > 1 else 1
     n_tiles = 2 if ocb % 2 == 0 else 1
-    return AmxPlan(
+    p = AmxPlan(
         (n, cb, hp, wp, block),
         (n, ocb, oh, ow, LANES),
         (kh, kw),
@@ -223,6 +265,19 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
         flat,
         (origin, origin),
     )
+    return _chunking(p)
+
+
+def _chunking(p):
+    """``p`` ``chunked`` where a group's weights pass ``CHUNK_MIN`` bytes: the chunk the most
+    input blocks that divide them within ``CHUNK_BYTES`` (at least one), over ``SPAN``
+    steps."""
+    per_block = int(np.prod(p.weight_shape[2:])) * p.n_tiles
+    cb = p.data[1]
+    if per_block * cb <= CHUNK_MIN:
+        return p
+    fits = [d for d in range(1, cb + 1) if cb % d == 0 and d * per_block <= CHUNK_BYTES]
+    return chunked(p, max(fits, default=1), SPAN)
 
 
 def pool_fits(pool):
@@ -231,6 +286,18 @@ def pool_fits(pool):
     no row (SH <= KH: the rows live in a ring of KH), and the same for columns."""
     (kh, kw), (sh, sw), (ph, pw) = pool
     return ph < kh and pw < kw and sh <= kh and sw <= kw
+
+
+def chunked(p, chunk, span):
+    """``p`` accumulated ``chunk`` input blocks at a time over tasks of ``span`` steps
+    (``_chunked_tasks``).
+
+    Raises:
+        ValueError: ``chunk`` does not divide the input blocks, or ``p`` pools.
+    """
+    if p.pool is not None or chunk < 1 or p.data[1] % chunk:
+        raise ValueError(f"amx.chunked: {chunk} of {p.data[1]} input blocks, pool {p.pool}")
+    return dataclasses.replace(p, chunk=chunk, span=span)
 
 
 def pooled(p, pool):
@@ -245,7 +312,8 @@ def pooled(p, pool):
     ow = p.out[3]
     rows = min(TILE_ROWS, ow)
     m_tiles = 2 if ow > rows else 1
-    return dataclasses.replace(p, flat=False, rows=rows, m_tiles=m_tiles, pool=tuple(pool))
+    unchunked = dataclasses.replace(p, chunk=0, span=1)
+    return dataclasses.replace(unchunked, flat=False, rows=rows, m_tiles=m_tiles, pool=tuple(pool))
 
 
 def fold_of(inputs, strides, dilation, batch):
@@ -449,8 +517,9 @@ class LoopTiles:
         from tvm.script.ir_builder import tirx as T
 
         rows, colsb = self.shapes[t]
-        with T.serial(rows) as m, T.serial(colsb) as k:
-            value = buf[offset + m * stride + k]
+        width = np.dtype(str(buf.dtype)).itemsize  # bytes of an element: 4 for C tiles
+        with T.serial(rows) as m, T.serial(colsb // width) as k:
+            value = buf[offset + m * stride // width + k]
             T.buffer_store(self.tiles[str(buf.dtype)], value, [t, m, k])
 
     def dot(self, c, a, b):
@@ -518,7 +587,7 @@ def conv(p, epilogue, residual, tiles):
             tiles.request()
             flat = T.decl_buffer((int(np.prod(p.data)),), "uint8", data=args[0].data)
             w = T.decl_buffer((int(np.prod(p.weight_shape)),), "int8", data=args[1].data)
-            run = _tasks if p.pool is None else _pooled_tasks
+            run = _pooled_tasks if p.pool is not None else _chunked_tasks if p.chunk else _tasks
             run(p, (flat, w, *args[2:], out), epilogue, tiles)
     return builder.get()
 
@@ -534,7 +603,7 @@ def _tasks(p, buffers, epilogue, tiles):
     from tvm.script.ir_builder import tirx as T
 
     n, ocb = p.out[:2]
-    groups, steps = ocb // p.n_tiles, p.lines * p.tiles_per_line // p.m_tiles
+    groups, steps = ocb // p.n_tiles, p.steps
     runs = min(steps, ROW_RUNS)
     with T.parallel(n * groups * runs) as task:
         b, group, run = _task_index(p, task, (n, groups, runs))
@@ -542,17 +611,55 @@ def _tasks(p, buffers, epilogue, tiles):
         acc = T.alloc_buffer((p.m_tiles * p.n_tiles * TILE_ROWS * LANES,), "int32", scope="local")
         first, last = run * steps // runs, (run + 1) * steps // runs
         with T.serial(last - first) as i:
-            step = first + i
-            line, pair = step // (steps // p.lines), step % (steps // p.lines)
-            starts = [
-                T.min((pair * p.m_tiles + mi) * p.rows, p.positions - p.rows)
-                for mi in range(p.m_tiles)
-            ]
-            _accumulate(p, buffers[:2], (b, group, line), starts, tiles)
+            starts = p.step_tiles(first + i)
+            _zero(p, tiles)
+            _accumulate(p, buffers[:2], (b, group), starts, tiles)
             _store_tiles(p, tiles, acc, lambda mi, ni, t: (t * TILE_ROWS * LANES, LANES * 4))
-            _requantize(p, buffers[2:], (b, group, line), starts, epilogue, acc)
+            _requantize(p, buffers[2:], (b, group), starts, epilogue, acc)
         tiles.release()
         _fill_borders(p, buffers[-1], (b, group, run), epilogue)
+
+
+def _chunked_tasks(p, buffers, epilogue, tiles):
+    """The parallel loop of ``conv`` for a ``chunked`` plan: one task per (output-channel
+    group, run of ``p.span`` steps across the images). For each chunk of ``p.chunk`` input
+    blocks in turn, every step of the task accumulates its C tiles over the chunk, from
+    zero or from the sums it saved for the chunks before, and saves them: the chunk's
+    weights are read from memory once per task and from L1 for its other steps. The
+    saved sums of each step are then requantized as in ``_tasks``; the task holding an
+    image's first step writes its border."""
+    from tvm.script.ir_builder import tirx as T
+
+    n, ocb = p.out[:2]
+    groups, total = ocb // p.n_tiles, n * p.steps
+    runs, per_step = -(-total // p.span), p.m_tiles * p.n_tiles * TILE_ROWS * LANES
+    with T.parallel(groups * runs) as task:
+        group, run = task // runs, task % runs
+        tiles.configure(_shapes(p))
+        sums = T.alloc_buffer((p.span * per_step,), "int32", scope="local")
+        with T.serial(p.data[1] // p.chunk) as k, T.serial(p.span) as i:
+            step = run * p.span + i
+            with T.If(step < total), T.Then():
+                starts, offset = p.step_tiles(step % p.steps), i * per_step
+
+                def at(mi, ni, t, offset=offset):
+                    return offset + t * TILE_ROWS * LANES, LANES * 4
+
+                with T.If(k == 0):
+                    with T.Then():
+                        _zero(p, tiles)
+                    with T.Else():
+                        _load_tiles(p, tiles, sums, at)
+                task_of = (step // p.steps, group)
+                _accumulate(p, buffers[:2], task_of, starts, tiles, (k * p.chunk, p.chunk))
+                _store_tiles(p, tiles, sums, at)
+        tiles.release()
+        with T.serial(p.span) as i:
+            step = run * p.span + i
+            with T.If(step < total), T.Then():
+                b, starts = step // p.steps, p.step_tiles(step % p.steps)
+                _requantize(p, buffers[2:], (b, group), starts, epilogue, sums, i * per_step)
+                _fill_borders(p, buffers[-1], (b, group, step % p.steps), epilogue)
 
 
 def _pooled_tasks(p, buffers, epilogue, tiles):
@@ -595,7 +702,8 @@ def _ring_row(p, buffers, task, tiles, ring):
     slot = y % p.pool[0][0]
     for step in range(p.tiles_per_line // p.m_tiles):
         starts = [min((step * p.m_tiles + mi) * p.rows, ow - p.rows) for mi in range(p.m_tiles)]
-        _accumulate(p, buffers, (b, group, y), starts, tiles)
+        _zero(p, tiles)
+        _accumulate(p, buffers, (b, group), [(y, x) for x in starts], tiles)
 
         def at(mi, ni, t, starts=starts):
             return (slot * ow + starts[mi]) * width + ni * LANES, width * 4
@@ -682,21 +790,28 @@ def _shapes(p):
     return shapes
 
 
-def _accumulate(p, buffers, task, starts, tiles):
-    """Zero the C tiles and accumulate them over (input block, kernel row, tap group)."""
+def _zero(p, tiles):
+    for t in (t for row in _tile_numbers(p)[0] for t in row):
+        tiles.zero(t)
+
+
+def _accumulate(p, buffers, task, starts, tiles, blocks=None):
+    """Accumulate the C tiles over (input block, kernel row, tap group); ``task``: (image,
+    output-channel group), ``starts``: [(line, first position)] of the M tiles, ``blocks``:
+    (first, count) of the input blocks, all by default."""
     from tvm.script.ir_builder import tirx as T
 
     data, weight = buffers
-    b, group, y = task
+    b, group = task
     _, cb, hp, wp, block = p.data
     (kh_size, _), (sh, sw), (dh, dw) = p.kernel, p.strides, p.dilation
     c_tiles, a_tiles, b_tiles = _tile_numbers(p)
-    for t in (t for row in c_tiles for t in row):
-        tiles.zero(t)
     quads = p.k_bytes // QUAD
-    with T.serial(cb) as c, T.serial(kh_size) as kh, T.serial(p.groups) as g:
-        row = ((b * cb + c) * hp + y * sh + kh * dh + p.origin[0]) * wp
-        for mi, x in enumerate(starts):
+    first, count = blocks or (0, cb)
+    with T.serial(count) as i, T.serial(kh_size) as kh, T.serial(p.groups) as g:
+        c = first + i
+        for mi, (y, x) in enumerate(starts):
+            row = ((b * cb + c) * hp + y * sh + kh * dh + p.origin[0]) * wp
             column = x * sw + g * p.taps * dw + p.origin[1]
             tiles.load(a_tiles[mi], data, (row + column) * block, sw * block)
         for ni in range(p.n_tiles):
@@ -706,6 +821,15 @@ def _accumulate(p, buffers, task, starts, tiles):
         for mi in range(p.m_tiles):
             for ni in range(p.n_tiles):
                 tiles.dot(c_tiles[mi][ni], a_tiles[mi], b_tiles[ni])
+
+
+def _load_tiles(p, tiles, buf, at):
+    """Load each C tile from int32 ``buf`` at ``at(mi, ni, tile)`` (as ``_store_tiles``)."""
+    c_tiles, _, _ = _tile_numbers(p)
+    for mi in range(p.m_tiles):
+        for ni in range(p.n_tiles):
+            offset, stride = at(mi, ni, c_tiles[mi][ni])
+            tiles.load(c_tiles[mi][ni], buf, offset, stride)
 
 
 def _store_tiles(p, tiles, buf, at):
@@ -718,7 +842,7 @@ def _store_tiles(p, tiles, buf, at):
             tiles.store(c_tiles[mi][ni], buf, offset, stride)
 
 
-def _requantize(p, buffers, task, starts, epilogue, acc):
+def _requantize(p, buffers, task, starts, epilogue, acc, offset=0):
     """Each pixel's 16 channels of ``acc`` requantized to uint8 as one vector
     (``conv2d.requantize_u8``), or as they are without an ``epilogue``, stored to the
     output (in blocks of ``p.out_block``). A pixel's position is found once for its
@@ -726,17 +850,17 @@ def _requantize(p, buffers, task, starts, epilogue, acc):
     from tvm.script.ir_builder import tirx as T
 
     *constants, out = buffers
-    b, group, line = task
+    b, group = task
     c_tiles, _, _ = _tile_numbers(p)
     wp, ow = p.data[3], p.out[3]
-    for mi, start in enumerate(starts):
+    for mi, (line, start) in enumerate(starts):
         with T.serial(p.rows) as r:
             y, x = ((start + r) // wp, (start + r) % wp) if p.flat else (line, start + r)
             with T.If(x < ow), T.Then():
                 for ni in range(p.n_tiles):
                     o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
                     with T.vectorized(LANES) as lane:
-                        value = acc[(t * TILE_ROWS + r) * LANES + lane]
+                        value = acc[offset + (t * TILE_ROWS + r) * LANES + lane]
                         _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
 
 
