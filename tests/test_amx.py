@@ -281,7 +281,7 @@ def test_a_folded_stride_2_conv_is_exact(tiles, n, c, o, h, w, k, padding):
 POOLED = [  # (N, C, O, H=W, K, stride, pool (size, stride, padding)), H padded already
     (1, 3, 32, 29, 7, 2, (3, 2, 1)),  # resnet's stem and max pool: 12 x 12 -> 6 x 6
     (2, 16, 32, 20, 3, 1, (3, 2, 1)),  # 18 -> 9: the last window's row past the output
-    (1, 16, 16, 41, 3, 1, (2, 2, 0)),  # 39 conv columns: 3 tiles, the last shifted back
+    (1, 16, 16, 41, 3, 1, (2, 2, 0)),  # 39 conv columns: 3 tiles, the last shifted back, alone
     (1, 24, 48, 13, 1, 1, (3, 1, 1)),  # stride 1: every pooled row adds one conv row
 ]
 

@@ -184,12 +184,6 @@ class AmxPlan:
         return -(-self.positions // self.rows)
 
     @property
-    def tiles_per_line(self):
-        """``line_tiles`` rounded up to whole steps of ``m_tiles`` (an odd count repeats the
-        last): the steps of a line of a fused max pool's conv rows."""
-        return self.line_tiles + -self.line_tiles % self.m_tiles
-
-    @property
     def steps(self):
         """Steps of ``m_tiles`` M tiles over an image's lines one after the other, a step's
         tiles from one line or two (a line of one tile, a strided conv's 7 output columns,
@@ -696,19 +690,20 @@ def _pooled_tasks(p, buffers, epilogue, tiles):
 
 def _ring_row(p, buffers, task, tiles, ring):
     """Conv output row y (``task``: (b, group, y)) of the group's channels into the ring's
-    slot y % KH: (OW, n_tiles x 16) int32, the last tile of the row shifted back."""
+    slot y % KH: (OW, n_tiles x 16) int32, the last tile of the row shifted back; an odd
+    tile count ends with a step of one M tile (resnet18's stem: 7 tiles a row, not 8)."""
     b, group, y = task
-    ow, width = p.out[3], p.n_tiles * LANES
+    ow, width, count = p.out[3], p.n_tiles * LANES, p.line_tiles
     slot = y % p.pool[0][0]
-    for step in range(p.tiles_per_line // p.m_tiles):
-        starts = [min((step * p.m_tiles + mi) * p.rows, ow - p.rows) for mi in range(p.m_tiles)]
+    for first in range(0, count, p.m_tiles):
+        starts = [min(t * p.rows, ow - p.rows) for t in range(first, min(first + p.m_tiles, count))]
         _zero(p, tiles)
         _accumulate(p, buffers, (b, group), [(y, x) for x in starts], tiles)
 
         def at(mi, ni, t, starts=starts):
             return (slot * ow + starts[mi]) * width + ni * LANES, width * 4
 
-        _store_tiles(p, tiles, ring, at)
+        _store_tiles(p, tiles, ring, at, len(starts))
 
 
 def _pool_row(p, buffers, task, epilogue):
@@ -818,7 +813,7 @@ def _accumulate(p, buffers, task, starts, tiles, blocks=None):
             o = group * p.n_tiles + ni
             offset = (((o * cb + c) * kh_size + kh) * p.groups + g) * quads * TILE_BYTES
             tiles.load(b_tiles[ni], weight, offset, TILE_BYTES)
-        for mi in range(p.m_tiles):
+        for mi in range(len(starts)):
             for ni in range(p.n_tiles):
                 tiles.dot(c_tiles[mi][ni], a_tiles[mi], b_tiles[ni])
 
@@ -832,11 +827,11 @@ def _load_tiles(p, tiles, buf, at):
             tiles.load(c_tiles[mi][ni], buf, offset, stride)
 
 
-def _store_tiles(p, tiles, buf, at):
-    """Store each C tile to int32 ``buf`` at ``at(mi, ni, tile)``: (offset in elements,
-    row stride in bytes)."""
+def _store_tiles(p, tiles, buf, at, m_tiles=None):
+    """Store each C tile (of the first ``m_tiles`` M tiles, all by default) to int32 ``buf``
+    at ``at(mi, ni, tile)``: (offset in elements, row stride in bytes)."""
     c_tiles, _, _ = _tile_numbers(p)
-    for mi in range(p.m_tiles):
+    for mi in range(m_tiles or p.m_tiles):
         for ni in range(p.n_tiles):
             offset, stride = at(mi, ni, c_tiles[mi][ni])
             tiles.store(c_tiles[mi][ni], buf, offset, stride)
