@@ -226,6 +226,8 @@ def test_convs_of_large_weight_groups_are_chunked_and_pooled_ones_are_not():
     assert (pooled.chunk, pooled.span) == (0, 1)
     with pytest.raises(ValueError, match="3 of 4 input blocks"):
         amx.chunked(wide, 3, 4)
+    with pytest.raises(ValueError, match="over 0 steps"):
+        amx.chunked(wide, 1, 0)
 
 
 def _folded_accumulators(x, w, padding, tiles, target):

@@ -23,7 +23,10 @@ tap groups, stores them to a small int32 buffer and requantizes each pixel's 16 
 one vector (``conv2d.requantize_u8``: the arithmetic of the VNNI path, so the uint8 output
 is the same bit for bit). Output positions run along one output row, or for stride 1 along
 the padded rows (``AmxPlan.flat``); a line that ends inside a tile takes its last tile
-shifted back (recomputing a few positions).
+shifted back (recomputing a few positions). Where a group's weights outgrow L1
+(``CHUNK_MIN``), a task instead runs ``SPAN`` steps across images one chunk of input
+blocks at a time, saving and reloading its C tiles between chunks (``chunked``), so each
+chunk's weights are read from L2 once per task, not once per step.
 
 A uint8 max pool that alone reads such a conv's output (resnet's stem -> max pool) is
 computed by the conv's kernel (``pooled``): each task keeps a ring of the pool window's
@@ -287,10 +290,12 @@ def chunked(p, chunk, span):
     (``_chunked_tasks``).
 
     Raises:
-        ValueError: ``chunk`` does not divide the input blocks, or ``p`` pools.
+        ValueError: ``chunk`` does not divide the input blocks, ``span`` < 1, or ``p``
+            pools.
     """
-    if p.pool is not None or chunk < 1 or p.data[1] % chunk:
-        raise ValueError(f"amx.chunked: {chunk} of {p.data[1]} input blocks, pool {p.pool}")
+    if p.pool is not None or chunk < 1 or span < 1 or p.data[1] % chunk:
+        message = f"{chunk} of {p.data[1]} input blocks over {span} steps, pool {p.pool}"
+        raise ValueError("amx.chunked: " + message)
     return dataclasses.replace(p, chunk=chunk, span=span)
 
 
