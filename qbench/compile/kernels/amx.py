@@ -244,9 +244,6 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
     flat = tuple(strides) == (1, 1)
     hp, wp = hp + 2 * origin, wp + 2 * origin
     positions = (oh - 1) * wp + ow if flat else ow
-    rows = min(TILE_ROWS, positions)
-    lines = 1 if flat else oh
-    m_tiles = 2 if lines * -(-positions // rows) > 1 else 1
     n_tiles = 2 if ocb % 2 == 0 else 1
     p = AmxPlan(
         (n, cb, hp, wp, block),
@@ -256,13 +253,13 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
         tuple(dilation),
         taps,
         groups,
-        rows,
-        m_tiles,
+        min(TILE_ROWS, positions),
+        1,
         n_tiles,
         flat,
         (origin, origin),
     )
-    return _chunking(p)
+    return _chunking(dataclasses.replace(p, m_tiles=2 if p.lines * p.line_tiles > 1 else 1))
 
 
 def _chunking(p):
