@@ -212,6 +212,54 @@ def test_a_chunked_accumulation_is_exact(tiles, n, c, o, hw, k, stride, chunk):
     np.testing.assert_array_equal(got, exact_conv(x, w, (stride,) * 2, (1, 1)))
 
 
+DEQUANTIZED = [  # (N, C, O, H=W, K, stride, chunk): float32 (N, O, OH, OW) outputs
+    (2, 128, 32, 9, 3, 1, None),  # densenet's 3x3 convs: 128 -> 32, whole blocks
+    (1, 48, 24, 13, 3, 2, None),  # channels ending inside a tile: stored lane by lane
+    (2, 64, 48, 7, 1, 1, (1, 3)),  # chunked, tasks across images
+]
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "amx"])
+@pytest.mark.parametrize("n, c, o, hw, k, stride, chunk", DEQUANTIZED)
+def test_a_dequantized_output_is_the_float32_of_the_vnni_epilogue(
+    tiles, n, c, o, hw, k, stride, chunk
+):
+    """``amx.dequantized``: float32(acc - correction) * multiplier in (N, C, OH, OW), bit for
+    bit against numpy's float32 of the exact accumulators."""
+    import tvm
+
+    if tiles == "amx":
+        _needs_amx()
+    x, w = _operands(n, c, o, hw, k, seed=o)
+    data = bordered_blocks(x, 0, 0, 16)
+    p = amx.plan(data.shape, o, (k, k), (stride, stride), (1, 1))
+    p = amx.dequantized(p if chunk is None else amx.chunked(p, *chunk), o)
+    ops, target = (amx.LoopTiles(), CPU) if tiles == "emulated" else (amx.AmxTiles(), None)
+    lib = tvm.compile(
+        tvm.IRModule({"main": amx.conv(p, None, False, ops)}),
+        target=tvm.target.Target(target or SAPPHIRE_RAPIDS),
+    )
+    rng = np.random.default_rng(o)
+    width = p.out[1] * 16
+    correction = rng.integers(-(2**20), 2**20, width).astype(np.int32)
+    multiplier = rng.uniform(1e-5, 1e-3, width).astype(np.float32)
+    args = [data, amx.pack_weight(w, p), correction, multiplier, np.zeros(p.stored, np.float32)]
+    args = [tvm.runtime.tensor(a) for a in args]
+    lib["main"](*args)
+    acc = exact_conv(x, w, (stride, stride), (1, 1))
+    shift = (acc - correction[:o, None, None]).astype(np.float32)
+    np.testing.assert_array_equal(args[-1].numpy(), shift * multiplier[:o, None, None])
+
+
+def test_a_dequantized_plan_refuses_a_pool_a_border_and_channels_past_its_own():
+    p = amx.plan((1, 1, 9, 9, 16), 32, (3, 3), (1, 1), (1, 1))
+    for bad in (dataclasses.replace(p, border=1), amx.pooled(p, ((3, 3), (2, 2), (1, 1)))):
+        with pytest.raises(ValueError, match="amx.dequantized"):
+            amx.dequantized(bad, 32)
+    with pytest.raises(ValueError, match="33 of 32 channels"):
+        amx.dequantized(p, 33)
+
+
 def test_convs_of_large_weight_groups_are_chunked_and_pooled_ones_are_not():
     """A group of 2 x 16 outputs holding more than 32 KB of weights accumulates at most 18 KB
     of them at a time: 256 -> 256 3x3 on NCHW64c (72 KB: 1 block of 18 KB), on NCHW16c (4
@@ -377,6 +425,61 @@ def test_int8_logits_are_equal_on_the_amx_and_vnni_paths(tiny_net):
     on_amx = run_tvm(compiled(q.int8_mod, SAPPHIRE_RAPIDS), x)
     vnni = {**CPU, "mcpu": "icelake-server"}
     assert kernel_paths(q.int8_mod, vnni)["int8 conv2d vnni"] == 8
+    np.testing.assert_array_equal(on_amx, run_tvm(compiled(q.int8_mod, vnni), x))
+    plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
+    np.testing.assert_array_equal(on_amx, run_tvm(plain, x))
+
+
+@pytest.fixture(scope="module")
+def dense_block():
+    """densenet's shape: a stem whose FP32 output a ReLU reads, a layer (BN, ReLU, 1x1, BN,
+    ReLU, 3x3 with no bias) whose output a concat alone reads, a transition (BN, ReLU, 1x1,
+    average pool) and a head; (``helpers.Quantized``, an input)."""
+    from torch import nn
+
+    def bn_relu(c):
+        return nn.BatchNorm2d(c), nn.ReLU()
+
+    class Dense(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1), *bn_relu(32))
+            self.layer = nn.Sequential(*bn_relu(32), nn.Conv2d(32, 64, 1, bias=False))
+            self.layer.extend([*bn_relu(64), nn.Conv2d(64, 24, 3, 1, 1, bias=False)])
+            self.trans = nn.Sequential(*bn_relu(56), nn.Conv2d(56, 32, 1, bias=False))
+            self.trans.append(nn.AvgPool2d(2))
+            self.head = nn.Sequential(nn.Conv2d(32, 32, 3, 1, 1), nn.ReLU())
+            self.head.extend([nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)])
+
+        def forward(self, x):
+            x = self.stem(x)
+            return self.head(self.trans(torch.cat([x, self.layer(x)], 1)))
+
+    torch.manual_seed(0)
+    net = Dense().eval()
+    for bn in (m for m in net.modules() if isinstance(m, nn.BatchNorm2d)):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.bias.data.uniform_(-0.3, 0.3)
+    rng = np.random.default_rng(0)
+    calib = [rng.standard_normal((2, 3, 32, 32)).astype(np.float32) for _ in range(2)]
+    return quantize_tiny(net, calib), rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+
+
+def test_a_conv_that_concats_and_pools_alone_read_runs_on_amx_in_float32(dense_block):
+    """The layer's 3x3 and the transition's 1x1 store FP32 on AMX; the stem, whose output
+    its bias and ReLU read, stays on VNNI (FuseOps appends them there)."""
+    q, _ = dense_block
+    paths = {"int8 conv2d amx": 4, "int8 conv2d vnni": 1, "int8 matmul vnni": 1}
+    assert kernel_paths(q.int8_mod, SAPPHIRE_RAPIDS) == paths
+    assembly = build.assembly(compiled(q.int8_mod, SAPPHIRE_RAPIDS))
+    assert assembly.count("tdpbusd") >= 4
+
+
+def test_float32_amx_outputs_give_the_vnni_and_plain_logits(dense_block):
+    _needs_amx()
+    q, x = dense_block
+    on_amx = run_tvm(compiled(q.int8_mod, SAPPHIRE_RAPIDS), x)
+    vnni = {**CPU, "mcpu": "icelake-server"}
     np.testing.assert_array_equal(on_amx, run_tvm(compiled(q.int8_mod, vnni), x))
     plain = compiled(q.int8_mod, LLVM, hand_kernels=False)
     np.testing.assert_array_equal(on_amx, run_tvm(plain, x))

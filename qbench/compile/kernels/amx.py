@@ -111,6 +111,8 @@ class AmxPlan:
         chunk: input blocks per chunk of the accumulation (``chunked``), or 0: all of them
             at once.
         span: steps of one task of a chunked plan, across images.
+        float_channels: the channels C of a float32 (N, C, OH, OW) output, the conv's
+            dequantized result (``dequantized``), or 0 for a uint8 channel-blocked output.
     """
 
     data: tuple
@@ -134,6 +136,7 @@ class AmxPlan:
     residual_block: int = LANES
     chunk: int = 0
     span: int = 1
+    float_channels: int = 0
 
     @property
     def block(self):
@@ -162,7 +165,10 @@ class AmxPlan:
     @property
     def stored(self):
         """(N, C / out_block, H + 2 b, W + 2 b, out_block) of the output tensor (``result``)
-        with its ``border`` b."""
+        with its ``border`` b; (N, C, OH, OW) of a float32 output (``float_channels``)."""
+        if self.float_channels:
+            n, _, oh, ow, _ = self.out
+            return (n, self.float_channels, oh, ow)
         return _bordered(self.result, self.border, self.out_block)
 
     @property
@@ -294,6 +300,22 @@ def chunked(p, chunk, span):
         message = f"{chunk} of {p.data[1]} input blocks over {span} steps, pool {p.pool}"
         raise ValueError("amx.chunked: " + message)
     return dataclasses.replace(p, chunk=chunk, span=span)
+
+
+def dequantized(p, channels):
+    """``p`` storing the conv's first ``channels`` outputs dequantized to float32 (N, C, OH,
+    OW), float32(acc - correction[c]) * multiplier[c] (the FP32 result of the VNNI path's
+    ``conv2d.requantized_conv``, bit for bit), where no integer requantize follows: a conv
+    whose output only concats and pools read (densenet's).
+
+    Raises:
+        ValueError: ``channels`` outside 1..the plan's output channels, or ``p`` pools or
+            writes a border.
+    """
+    if not 0 < channels <= p.out[1] * LANES or p.pool is not None or p.border:
+        message = f"{channels} of {p.out[1] * LANES} channels, pool {p.pool}, border {p.border}"
+        raise ValueError("amx.dequantized: " + message)
+    return dataclasses.replace(p, float_channels=channels)
 
 
 def pooled(p, pool):
@@ -550,34 +572,40 @@ def conv(p, epilogue, residual, tiles):
         p: the ``AmxPlan``.
         epilogue: (zero_point, (q_lo, q_hi), (k, z_t) of the residual or None), as
             ``patterns.RequantizedLayer`` (``conv2d.requantize_u8``); or None for the int32
-            accumulators themselves (what the tests check the tile program by).
+            accumulators themselves (what the tests check the tile program by), or for the
+            float32 output of a ``dequantized`` plan.
         residual: whether the function takes a residual input.
         tiles: ``AmxTiles()`` or ``LoopTiles()``.
 
     Returns:
         A PrimFunc of (data uint8 ``p.data``, weight int8 ``p.weight_shape``[, correction
-        int32 (OCB*16,), multiplier float32 (OCB*16,), bias float32 (OCB*16,)[, residual
-        uint8 ``p.residual_shape``]], out ``p.stored``, uint8, or int32 without an
-        ``epilogue``).
+        int32 (OCB*16,), multiplier float32 (OCB*16,)[, bias float32 (OCB*16,)[, residual
+        uint8 ``p.residual_shape``]]], out ``p.stored``, uint8, float32 for a
+        ``dequantized`` plan (correction and multiplier, no bias), or int32 without either).
+
+    Raises:
+        ValueError: a border or a residual without the uint8 epilogue.
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
-    if epilogue is None and (p.border or residual):
+    if (epilogue is None or p.float_channels) and (p.border or residual):
         raise ValueError("amx.conv: a border or a residual needs the uint8 epilogue")
     ocb = p.out[1]
+    scaled = epilogue is not None or p.float_channels
     with IRBuilder() as builder:
         with T.prim_func():
             T.func_name("amx_conv2d")
             args = [T.arg("data", T.buffer(p.data, "uint8"))]
             args.append(T.arg("weight", T.buffer(p.weight_shape, "int8")))
-            if epilogue is not None:
+            if scaled:
                 for name, dtype in (("correction", "int32"), ("multiplier", "float32")):
                     args.append(T.arg(name, T.buffer((ocb * LANES,), dtype)))
+            if epilogue is not None:
                 args.append(T.arg("bias", T.buffer((ocb * LANES,), "float32")))
             if residual:
                 args.append(T.arg("residual", T.buffer(p.residual_shape, "uint8")))
-            dtype = "int32" if epilogue is None else "uint8"
+            dtype = "float32" if p.float_channels else "int32" if epilogue is None else "uint8"
             out = T.arg("out", T.buffer(p.stored, dtype))
             T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
             tiles.request()
@@ -856,24 +884,53 @@ def _requantize(p, buffers, task, starts, epilogue, acc, offset=0):
             with T.If(x < ow), T.Then():
                 for ni in range(p.n_tiles):
                     o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
-                    with T.vectorized(LANES) as lane:
+                    with _lanes(p) as lane:
                         value = acc[offset + (t * TILE_ROWS + r) * LANES + lane]
                         _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
 
 
 def _store(p, out, index, value, constants, epilogue):
     """Store one int32 accumulator ``value`` of output pixel ``index`` (N, OCB, OH, OW, 16)
-    to ``out`` (past its border, in blocks of ``p.out_block``), requantized to uint8 when
-    there is an ``epilogue`` (the residual input, ``constants[3]``, read at the same pixel,
+    to ``out`` (past its border, in blocks of ``p.out_block``), dequantized for a
+    ``dequantized`` plan (``_store_float``), requantized to uint8 when there is an
+    ``epilogue`` (the residual input, ``constants[3]``, read at the same pixel,
     past its own border, in blocks of ``p.residual_block``)."""
     from tvm.script.ir_builder import tirx as T
 
     from .conv2d import requantize_u8
 
     b, o, y, x, lane = index
+    if p.float_channels:
+        _store_float(p, out, index, value, constants)
+        return
     if epilogue is not None:
         rb, residual = p.residual_border, None
         if len(constants) > 3:
             residual = constants[3][_in_block((b, o, y + rb, x + rb, lane), p.residual_block)]
         value = requantize_u8(value, o * LANES + lane, constants, epilogue, residual)
     T.buffer_store(out, value, _in_block((b, o, y + p.border, x + p.border, lane), p.out_block))
+
+
+def _lanes(p):
+    """The loop over a C tile row's 16 channels: vectorized, serial where a float32 output's
+    channels end inside a tile (``_store_float`` stores only the layer's)."""
+    from tvm.script.ir_builder import tirx as T
+
+    return T.serial(LANES) if p.float_channels % LANES else T.vectorized(LANES)
+
+
+def _store_float(p, out, index, value, constants):
+    """Store accumulator ``value`` of ``index`` (N, OCB, OH, OW, 16) to the float32 (N, C,
+    OH, OW) ``out`` as float32(value - correction[c]) * multiplier[c], the order of
+    ``conv2d.requantized_conv``, so the result is the VNNI path's bit for bit."""
+    from tvm.script.ir_builder import tirx as T
+
+    b, o, y, x, lane = index
+    correction, multiplier = constants[:2]
+    c = o * LANES + lane
+    scaled = (value - correction[c]).astype("float32") * multiplier[c]
+    if p.float_channels % LANES:
+        with T.If(c < p.float_channels), T.Then():
+            T.buffer_store(out, scaled, (b, c, y, x))
+    else:
+        T.buffer_store(out, scaled, (b, c, y, x))

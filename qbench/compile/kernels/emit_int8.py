@@ -287,17 +287,16 @@ def _blocked_constants(chain, correction, width=None):
     the layer's channels (read by no layer)."""
     from .conv2d import OC_BLOCK
 
-    layer = chain.layer
-    channels = len(layer.rescale)
-    width = width or -(-channels // OC_BLOCK) * OC_BLOCK
+    width = width or -(-len(chain.layer.rescale) // OC_BLOCK) * OC_BLOCK
+    values = ((correction, "int32"), (chain.layer.rescale, "float32"), (chain.bias, "float32"))
+    return tuple(_padded_const(v, width, dtype) for v, dtype in values)
 
-    def padded(values, dtype):
-        out = np.zeros(width, dtype)
-        out[:channels] = values
-        return _const(out, dtype)
 
-    rescale, bias = layer.rescale, chain.bias
-    return padded(correction, "int32"), padded(rescale, "float32"), padded(bias, "float32")
+def _padded_const(values, width, dtype):
+    """A Relax constant of ``width`` entries of ``dtype``: ``values``, then zeros."""
+    out = np.zeros(width, dtype)
+    out[: len(values)] = values
+    return _const(out, dtype)
 
 
 def _nchw16c_of(bb, x_q, zero_point):
@@ -321,6 +320,27 @@ def _residual_input(bb, t_q, z_t, blocks=(16,)):
     if blocked is None:
         blocked = bb.emit(bb.call_te(layout.pack_nchw16c, t_q, z_t))
     return blocked, border
+
+
+def amx_dequantized(bb, layer):
+    """A conv ``patterns.IntegerLayer`` on the AMX kernel, storing its FP32 result (N, O, OH,
+    OW) as the VNNI path's ``requantized_conv`` does, bit for bit (``amx.dequantized``). No
+    op is appended to it (a PrimFunc: ``select.Kernel.appends``), so the selection gives it
+    only layers that concats and pools alone read (densenet's 3x3 and transition convs).
+    It reads its input as ``_amx_data`` gives it."""
+    from tvm import relax
+
+    from . import amx
+
+    data, p = _amx_data(bb, layer)
+    p = amx.dequantized(p, layer.weight.shape[0])
+    width = p.out[1] * amx.LANES
+    args = [data, _const(amx.pack_weight(layer.weight, p), "int8")]
+    args += [_padded_const(layer.correction, width, "int32")]
+    args += [_padded_const(layer.rescale, width, "float32")]
+    func = amx.conv(p, None, False, amx.AmxTiles())
+    kernel = bb.add_func(func.without_attr("global_symbol"), "amx_conv2d")
+    return relax.call_tir(kernel, relax.Tuple(args), relax.TensorType(p.stored, "float32"))
 
 
 def amx_requantized(bb, chain, pool=None):

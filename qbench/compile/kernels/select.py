@@ -53,6 +53,10 @@ class Kernel:
         emit_u8: ``emit_u8(bb, chain) -> relax.Expr`` for a ``patterns.RequantizedLayer``:
             the layer and its chain to the next quantize as one kernel storing uint8, or
             None when the kernel has no such form.
+        appends: whether FuseOps can append the elementwise ops after ``emit``'s kernel to
+            it (a TE kernel with an ``op_pattern``). A kernel that cannot (``amx``, a
+            PrimFunc) takes by ``emit`` only layers whose output only ``UNFUSED_READERS``
+            read, so no bias or activation becomes a pass of its own.
     """
 
     path: str
@@ -63,6 +67,13 @@ class Kernel:
     cpu_class: str = ""
     emit_u8: Callable = None
     accepts: Callable = None  # layer -> bool, where the kernel takes only some layers
+    appends: bool = True
+
+
+# Relax ops that read a tensor without FuseOps appending them to the kernel writing it
+UNFUSED_READERS = frozenset(
+    ("relax.concat", "relax.nn.avg_pool2d", "relax.nn.max_pool2d", "relax.nn.adaptive_avg_pool2d")
+)
 
 
 def _pairs_fit(layer):
@@ -111,10 +122,11 @@ KERNELS = (
         "int8",
         (CONV2D,),
         ("amx-tile", "amx-int8"),
-        None,
+        emit_int8.amx_dequantized,
         "AMX",
         emit_int8.amx_requantized,
         _amx_pays,
+        appends=False,
     ),
     _int8_gemm("vnni", ("avx512vnni",), "AVX-512 VNNI"),
     _int8_gemm("avxvnni", ("avxvnni",), "AVX-VNNI"),
@@ -139,16 +151,17 @@ KERNELS = (
 NO_FAST_PATH = "no INT8 fast path"
 
 
-def choose(layer, target, requantized=False):
+def choose(layer, target, requantized=False, alone=False):
     """The first ``KERNELS`` entry for ``layer`` on the llvm ``target`` (dict), or None;
     ``requantized``: the layer ends a ``patterns.RequantizedLayer`` (a kernel without
-    ``emit`` takes only those)."""
+    ``emit`` takes only those); ``alone``: only ``UNFUSED_READERS`` read the layer's output
+    (a kernel that ``appends`` nothing takes only those, or requantized ones)."""
     from ..features import has_feature
 
     for kernel in KERNELS:
         if kernel.precision != layer.precision or layer.op not in kernel.ops:
             continue
-        if kernel.emit is None and not requantized:
+        if not requantized and (kernel.emit is None or not (kernel.appends or alone)):
             continue
         if kernel.accepts is not None and not kernel.accepts(layer):
             continue
@@ -198,7 +211,7 @@ def _visit(mod, target, emit):
 
     @mutator
     class _Selector(PyExprMutator):
-        var2val, chains, absorbed, pool_borders, fused = {}, {}, set(), {}, {}
+        var2val, chains, absorbed, pool_borders, fused, alone = {}, {}, set(), {}, {}, set()
 
         def visit_call_(self, call):
             if call in self.chains:
@@ -207,14 +220,14 @@ def _visit(mod, target, emit):
                 return self._pooled(self.fused[call], call)
             if call in self.absorbed:  # its chain's kernel computes it: left unused
                 return self.visit_expr_post_order(call)
-            border = self.pool_borders.get(call)
+            border, alone = self.pool_borders.get(call), call in self.alone
             call = self.visit_expr_post_order(call)
             layer = float_layer(call) or integer_layer(call, self.var2val)
             if layer is None:
                 return call
             if border is not None:
                 layer = dataclasses.replace(layer, border=border)
-            kernel = choose(layer, target) if layer.op else None
+            kernel = choose(layer, target, alone=alone) if layer.op else None
             paths[_path_name(layer, kernel)] += 1
             if kernel is None or not emit:
                 return call
@@ -248,6 +261,7 @@ def _visit(mod, target, emit):
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             selector.var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
+            selector.alone = _read_alone(selector.var2val)
             chains, selector.pool_borders = _chains(selector.var2val, uses, target)
             found = (chains, selector.pool_borders)
             fused = _fused_pools(selector.var2val, uses, found, target)
@@ -259,6 +273,20 @@ def _visit(mod, target, emit):
             new = relax.analysis.remove_all_unused(selector.visit_expr(func))
             selector.builder_.update_func(gvar, new)
     return selector.builder_.get(), paths
+
+
+def _read_alone(var2val):
+    """The bound calls of a function (``var2val``: its bindings) whose output no call but
+    ``UNFUSED_READERS`` reads (directly or in a tuple)."""
+    from tvm import relax
+
+    fused = set()
+    for value in var2val.values():
+        if isinstance(value, relax.Call) and getattr(value.op, "name", "") not in UNFUSED_READERS:
+            for arg in value.args:
+                fields = arg.fields if isinstance(arg, relax.Tuple) else (arg,)
+                fused.update(f for f in fields if isinstance(f, relax.Var))
+    return {call for var, call in var2val.items() if var not in fused}
 
 
 def _chains(var2val, uses, target):
