@@ -306,7 +306,9 @@ def dequantized(p, channels):
     """``p`` storing the conv's first ``channels`` outputs dequantized to float32 (N, C, OH,
     OW), float32(acc - correction[c]) * multiplier[c] (the FP32 result of the VNNI path's
     ``conv2d.requantized_conv``, bit for bit), where no integer requantize follows: a conv
-    whose output only concats and pools read (densenet's).
+    whose output only concats and pools read (densenet's). Its tiles run along single
+    output rows, so a tile's positions of one channel are one run of its output row
+    (``_dequantize``).
 
     Raises:
         ValueError: ``channels`` outside 1..the plan's output channels, or ``p`` pools or
@@ -315,7 +317,9 @@ def dequantized(p, channels):
     if not 0 < channels <= p.out[1] * LANES or p.pool is not None or p.border:
         message = f"{channels} of {p.out[1] * LANES} channels, pool {p.pool}, border {p.border}"
         raise ValueError("amx.dequantized: " + message)
-    return dataclasses.replace(p, float_channels=channels)
+    rows = min(TILE_ROWS, p.out[3])
+    p = dataclasses.replace(p, flat=False, rows=rows, float_channels=channels)
+    return dataclasses.replace(p, m_tiles=2 if p.lines * p.line_tiles > 1 else 1)
 
 
 def pooled(p, pool):
@@ -874,6 +878,9 @@ def _requantize(p, buffers, task, starts, epilogue, acc, offset=0):
     ``n_tiles`` channel blocks."""
     from tvm.script.ir_builder import tirx as T
 
+    if p.float_channels:
+        _dequantize(p, buffers, task, starts, acc, offset)
+        return
     *constants, out = buffers
     b, group = task
     c_tiles, _, _ = _tile_numbers(p)
@@ -884,25 +891,21 @@ def _requantize(p, buffers, task, starts, epilogue, acc, offset=0):
             with T.If(x < ow), T.Then():
                 for ni in range(p.n_tiles):
                     o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
-                    with _lanes(p) as lane:
+                    with T.vectorized(LANES) as lane:
                         value = acc[offset + (t * TILE_ROWS + r) * LANES + lane]
                         _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
 
 
 def _store(p, out, index, value, constants, epilogue):
     """Store one int32 accumulator ``value`` of output pixel ``index`` (N, OCB, OH, OW, 16)
-    to ``out`` (past its border, in blocks of ``p.out_block``), dequantized for a
-    ``dequantized`` plan (``_store_float``), requantized to uint8 when there is an
-    ``epilogue`` (the residual input, ``constants[3]``, read at the same pixel,
+    to ``out`` (past its border, in blocks of ``p.out_block``), requantized to uint8 when
+    there is an ``epilogue`` (the residual input, ``constants[3]``, read at the same pixel,
     past its own border, in blocks of ``p.residual_block``)."""
     from tvm.script.ir_builder import tirx as T
 
     from .conv2d import requantize_u8
 
     b, o, y, x, lane = index
-    if p.float_channels:
-        _store_float(p, out, index, value, constants)
-        return
     if epilogue is not None:
         rb, residual = p.residual_border, None
         if len(constants) > 3:
@@ -911,26 +914,57 @@ def _store(p, out, index, value, constants, epilogue):
     T.buffer_store(out, value, _in_block((b, o, y + p.border, x + p.border, lane), p.out_block))
 
 
-def _lanes(p):
-    """The loop over a C tile row's 16 channels: vectorized, serial where a float32 output's
-    channels end inside a tile (``_store_float`` stores only the layer's)."""
+def _dequantize(p, buffers, task, starts, acc, offset):
+    """The C tiles of a ``dequantized`` plan's step, in ``acc`` from ``offset``, stored to
+    the float32 (N, C, OH, OW) output: each tile's rows (one position's 16 channels a
+    vector) dequantized as float32(acc - correction[c]) * multiplier[c] (the order of
+    ``conv2d.requantized_conv``, so the VNNI path's values bit for bit), transposed
+    (``_transposed``), and each channel's positions stored as one run of its output row."""
     from tvm.script.ir_builder import tirx as T
+    from tvm.tirx import Shuffle
 
-    return T.serial(LANES) if p.float_channels % LANES else T.vectorized(LANES)
+    correction, multiplier, out = buffers
+    b, group = task
+    c_tiles, _, _ = _tile_numbers(p)
+    zero = T.Broadcast(T.float32(0), LANES)
+    for mi, (line, start) in enumerate(starts):
+        for ni in range(p.n_tiles):
+            o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
+            lanes = T.Ramp(o * LANES, 1, LANES)
+            rows = [
+                T.Cast(
+                    f"float32x{LANES}",
+                    acc[T.Ramp(offset + (t * TILE_ROWS + r) * LANES, 1, LANES)] - correction[lanes],
+                )
+                * multiplier[lanes]
+                if r < p.rows
+                else zero
+                for r in range(TILE_ROWS)
+            ]
+            for lane, column in enumerate(_transposed(rows)):
+                c = o * LANES + lane
+                run = column if p.rows == LANES else Shuffle([column], list(range(p.rows)))
+                index = [b, c, line, T.Ramp(start, 1, p.rows)]
+                if p.float_channels % LANES:
+                    with T.If(c < p.float_channels), T.Then():
+                        T.buffer_store(out, run, index)
+                else:
+                    T.buffer_store(out, run, index)
 
 
-def _store_float(p, out, index, value, constants):
-    """Store accumulator ``value`` of ``index`` (N, OCB, OH, OW, 16) to the float32 (N, C,
-    OH, OW) ``out`` as float32(value - correction[c]) * multiplier[c], the order of
-    ``conv2d.requantized_conv``, so the result is the VNNI path's bit for bit."""
-    from tvm.script.ir_builder import tirx as T
+def _transposed(rows):
+    """The 16 x 16 matrix of 16 row vectors ``rows`` as its 16 column vectors: four stages
+    of two-vector shuffles, each swapping the off-diagonal blocks of half its size (64
+    shuffles, where one scalar store a value took 256 stores)."""
+    from tvm.tirx import Shuffle
 
-    b, o, y, x, lane = index
-    correction, multiplier = constants[:2]
-    c = o * LANES + lane
-    scaled = (value - correction[c]).astype("float32") * multiplier[c]
-    if p.float_channels % LANES:
-        with T.If(c < p.float_channels), T.Then():
-            T.buffer_store(out, scaled, (b, c, y, x))
-    else:
-        T.buffer_store(out, scaled, (b, c, y, x))
+    rows = list(rows)
+    half = LANES // 2
+    while half:
+        for i in (i for i in range(LANES) if not i & half):
+            k = i | half
+            top = [j if not j & half else LANES + j - half for j in range(LANES)]
+            bottom = [j + half if not j & half else LANES + j for j in range(LANES)]
+            rows[i], rows[k] = (Shuffle([rows[i], rows[k]], order) for order in (top, bottom))
+        half //= 2
+    return rows
