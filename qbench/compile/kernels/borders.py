@@ -11,13 +11,14 @@ one of them pads: a conv padded by 1 on every side with the same zero point (AMX
 taps; a packed kernel that reads NCHW16c, ``layout.Packing.reads_nchw16c``; depthwise), a
 conv without padding (it reads from 1 pixel in: ``amx.AmxPlan.origin``,
 ``conv2d.blocked_conv``'s ``origin``; AMX or packed), or the residual input of a uint8
-kernel's epilogue. A uint8 max pool padded by 1 takes a border of the zero point in place
+kernel's epilogue; the reading conv may store uint8 or FP32 (densenet's 3x3 convs, which a
+concat reads). A uint8 max pool padded by 1 takes a border of the zero point in place
 of its padding (of the dtype's lowest value) when every value of the tensor is at least the
 zero point (a ReLU requantize: ``q_lo`` >= zero point), so the border never wins a window's
 max; and writes its own output with a border when every reader of it takes one (resnet's
-stem -> max pool -> first block). Any other reader (an FP32-output kernel, a packed kernel
-that packs its input again, the graph's output) keeps the plain tensor, so nothing reads a
-border it does not expect.
+stem -> max pool -> first block). Any other reader (a packed kernel that packs its input
+again, a kernel of TVM's default schedules, the graph's output) keeps the plain tensor, so
+nothing reads a border it does not expect.
 """
 
 import dataclasses
@@ -54,7 +55,7 @@ def _pool_read(call):
     return pool_padding(call) == (BORDER,) * 4
 
 
-def with_borders(chains, var2val, uses, path_of):
+def with_borders(chains, var2val, uses, path_of, layers=()):
     """The borders of pre-padded outputs (module docstring).
 
     Args:
@@ -63,6 +64,8 @@ def with_borders(chains, var2val, uses, path_of):
         var2val: the function's {var: bound value}.
         uses: ``model.graph.use_counts`` of the function: {var: reads}.
         path_of: chain -> the path of the kernel that takes it (``select.KERNELS``).
+        layers: (``patterns.IntegerLayer``, path of its kernel) of the integer layers outside
+            the chains (FP32 outputs): readers as the chains' layers are.
 
     Returns:
         (``chains`` with ``border`` set to ``BORDER`` on each layer whose output every
@@ -72,12 +75,14 @@ def with_borders(chains, var2val, uses, path_of):
     var_of = {call: var for var, call in var2val.items()}
     pools = [call for call in var2val.values() if uint8_max_pool(call)]
     reads, zero_points, pooled = Counter(), {}, set()
-    for chain in chains.values():
-        need = _bordered_read(chain.layer, path_of(chain))
+    readers = [(chain.layer, path_of(chain)) for chain in chains.values()]
+    for layer, path in [*readers, *layers]:
+        need = _bordered_read(layer, path)
         if need is not False:
-            reads[chain.layer.x_q] += 1
+            reads[layer.x_q] += 1
             if need is not None:
-                zero_points.setdefault(chain.layer.x_q, set()).add(need)
+                zero_points.setdefault(layer.x_q, set()).add(need)
+    for chain in chains.values():
         if chain.residual is not None:
             reads[chain.residual[0]] += 1
     for pool in filter(_pool_read, pools):

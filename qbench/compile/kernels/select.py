@@ -262,7 +262,7 @@ def _visit(mod, target, emit):
         if isinstance(func, relax.Function):
             selector.var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
             selector.alone = _read_alone(selector.var2val)
-            chains, selector.pool_borders = _chains(selector.var2val, uses, target)
+            chains, selector.pool_borders = _chains(selector.var2val, uses, target, selector.alone)
             found = (chains, selector.pool_borders)
             fused = _fused_pools(selector.var2val, uses, found, target)
             path_of = functools.partial(_path_of, target=target)
@@ -289,11 +289,13 @@ def _read_alone(var2val):
     return {call for var, call in var2val.items() if var not in fused}
 
 
-def _chains(var2val, uses, target):
+def _chains(var2val, uses, target, alone):
     """({uint8 cast: ``RequantizedLayer``} of a function's integer requantizes whose
     layer's kernel has a uint8 form on ``target``, {max pool call: its output's border}),
     with the borders of ``borders.with_borders`` (``var2val``: the function's bindings;
-    ``uses``: ``model.graph.use_counts`` of it)."""
+    ``uses``: ``model.graph.use_counts`` of it; ``alone``: ``_read_alone`` of it), whose
+    readers are the chains and the ungrouped and grouped convs outside them (FP32 outputs),
+    with their kernels' paths."""
     from .borders import with_borders
 
     found = {}
@@ -302,8 +304,16 @@ def _chains(var2val, uses, target):
         kernel = choose(chain.layer, target, True) if chain is not None else None
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
+    in_chains = {chain.layer.call for chain in found.values()}
+    others = []
+    for call in (c for c in var2val.values() if c not in in_chains):
+        layer = integer_layer(call, var2val)
+        if layer is not None and layer.op in (CONV2D, GROUPED):  # they read NCHW16c as is
+            kernel = choose(layer, target, alone=call in alone)
+            others += [(layer, kernel.path)] if kernel is not None else []
 
-    return with_borders(found, var2val, uses, functools.partial(_path_of, target=target))
+    path_of = functools.partial(_path_of, target=target)
+    return with_borders(found, var2val, uses, path_of, others)
 
 
 def _path_of(chain, target):
