@@ -216,6 +216,7 @@ DEQUANTIZED = [  # (N, C, O, H=W, K, stride, chunk): float32 (N, O, OH, OW) outp
     (2, 128, 32, 9, 3, 1, None),  # densenet's 3x3 convs: 128 -> 32, whole blocks
     (1, 48, 24, 13, 3, 2, None),  # channels ending inside a tile: stored lane by lane
     (2, 64, 48, 7, 1, 1, (1, 3)),  # chunked, tasks across images
+    (1, 32, 32, 20, 3, 1, None),  # 20 columns: 2 tiles a row, the last shifted back
 ]
 
 
