@@ -217,6 +217,8 @@ DEQUANTIZED = [  # (N, C, O, H=W, K, stride, chunk): float32 (N, O, OH, OW) outp
     (1, 48, 24, 13, 3, 2, None),  # channels ending inside a tile: stored lane by lane
     (2, 64, 48, 7, 1, 1, (1, 3)),  # chunked, tasks across images
     (1, 32, 32, 20, 3, 1, None),  # 20 columns: 2 tiles a row, the last shifted back
+    (2, 16, 40, 1, 1, 1, None),  # rows of one pixel: one position a tile
+    (1, 16, 24, 3, 3, 2, None),  # 1 column out of a stride-2 3x3 on 3x3
 ]
 
 
@@ -259,6 +261,8 @@ def test_a_dequantized_plan_refuses_a_pool_a_border_and_channels_past_its_own():
             amx.dequantized(bad, 32)
     with pytest.raises(ValueError, match="33 of 32 channels"):
         amx.dequantized(p, 33)
+    with pytest.raises(ValueError, match="takes no uint8 epilogue"):
+        amx.conv(amx.dequantized(p, 32), (3, (0, 255), None), False, amx.LoopTiles())
 
 
 def test_convs_of_large_weight_groups_are_chunked_and_pooled_ones_are_not():

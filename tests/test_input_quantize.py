@@ -74,11 +74,37 @@ def test_the_folded_input_is_exact(padding):
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize(
+    "size, padding, block",
+    [((1, 1), (0, 0, 0, 0), 4), ((1, 1), (0, 0, 0, 0), 1), ((5, 1), (1, 0, 2, 0), 16)],
+)
+def test_rows_of_one_pixel_are_exact(size, padding, block):
+    """A 1x1 image unpadded (its channel plane one pixel), with a block of 1, and a column
+    of 5 rows padded above and below: rows of one pixel take scalars, not vectors."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((2, 5, *size)) * 3).astype(np.float32)
+    packed = (block, "uint8", 0)
+    got = _run(x, np.float32(0.0187), 77, padding, packed)
+    np.testing.assert_array_equal(got, _numpy(x, 0.0187, 77, padding, *packed))
+
+
+def test_a_folded_int16_input_is_exact():
+    """int16 pairs folded by 2: a pixel's folded row is 2 x 2 channels of 2 bytes, 8 bytes."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((2, 3, 7, 9)) * 3).astype(np.float32)
+    packed, padding = (2, "int16", 0), (3, 3, 2, 2)
+    got = _run(x, np.float32(0.0187), 77, padding, packed, fold=2)
+    np.testing.assert_array_equal(got, _folded(_numpy(x, 0.0187, 77, padding, *packed), 2))
+
+
 @pytest.mark.parametrize("padding, block", [((3, 3, 3, 3), 4), ((4, 4, 3, 3), 16)])
 def test_a_fold_the_padded_sizes_or_the_block_do_not_allow_is_refused(padding, block):
-    """7 + 6 = 13 rows do not fold by 2; 2 x 16 channels are more than 8 bytes a unit."""
+    """7 + 6 = 13 rows do not fold by 2; 2 x 16 channels are more than 8 bytes a unit, and
+    so are 2 x 4 int16 channels."""
     with pytest.raises(ValueError, match="fold 2"):
         quantize_pack_pad((1, 3, 7, 9), np.float32(0.1), 0, padding, block, fold=2)
+    with pytest.raises(ValueError, match="block 4 of int16"):
+        quantize_pack_pad((1, 3, 7, 9), np.float32(0.1), 0, (4, 4, 3, 3), 4, "int16", fold=2)
 
 
 def test_halves_round_to_even_and_limits_clip():

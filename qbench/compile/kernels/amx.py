@@ -588,15 +588,18 @@ def conv(p, epilogue, residual, tiles):
         ``dequantized`` plan (correction and multiplier, no bias), or int32 without either).
 
     Raises:
-        ValueError: a border or a residual without the uint8 epilogue.
+        ValueError: a border or a residual without the uint8 epilogue (a ``dequantized``
+            plan has none), or a ``dequantized`` plan with one.
     """
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
     if (epilogue is None or p.float_channels) and (p.border or residual):
         raise ValueError("amx.conv: a border or a residual needs the uint8 epilogue")
+    if p.float_channels and epilogue is not None:
+        raise ValueError("amx.conv: a dequantized plan takes no uint8 epilogue")
     ocb = p.out[1]
-    scaled = epilogue is not None or p.float_channels
+    scaled = epilogue is not None or p.float_channels > 0
     with IRBuilder() as builder:
         with T.prim_func():
             T.func_name("amx_conv2d")
@@ -944,7 +947,7 @@ def _dequantize(p, buffers, task, starts, acc, offset):
             for lane, column in enumerate(_transposed(rows)):
                 c = o * LANES + lane
                 run = column if p.rows == LANES else Shuffle([column], list(range(p.rows)))
-                index = [b, c, line, T.Ramp(start, 1, p.rows)]
+                index = [b, c, line, T.Ramp(start, 1, p.rows) if p.rows > 1 else start]
                 if p.float_channels % LANES:
                     with T.If(c < p.float_channels), T.Then():
                         T.buffer_store(out, run, index)

@@ -84,7 +84,7 @@ def quantize_pack_pad(
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
-    _check_fold(shape, padding, block, flat, fold)
+    _check_fold(shape, padding, block, flat, fold, dtype)
     n, c, h, w = (int(v) for v in shape)
     plane = fold == 1 and not any(padding)  # a channel's plane is one run of pixels
     blocked = (n, -(-c // block), 1, h * w, block) if plane else out_shape(shape, padding, block)
@@ -198,13 +198,15 @@ _ARITHMETIC = {
 }
 
 
-def _check_fold(shape, padding, block, flat, fold):
+def _check_fold(shape, padding, block, flat, fold, dtype):
     top, left, bottom, right = padding
     sizes = (int(shape[2]) + top + bottom, int(shape[3]) + left + right)
-    if fold > 1 and (flat or fold * block > 8 or any(v % fold for v in sizes)):
+    row_bytes = fold * block * np.dtype(dtype).itemsize
+    if fold > 1 and (flat or row_bytes > 8 or any(v % fold for v in sizes)):
         raise ValueError(
             f"quantize_pack_pad: fold {fold} needs no flat rows, at most 8 bytes in a pixel's "
-            f"folded row (block {block}) and padded sizes that are multiples of it; got "
+            f"folded row (block {block} of {dtype}) and padded sizes that are multiples of it; "
+            "got "
             f"padding {padding}, padded sizes {sizes}"
         )
 
@@ -247,12 +249,15 @@ def _row(x, target, padding, params):
             values = []
             for lane in range(block):
                 channel = lane if x.chunks == 1 else chunk * block + lane
-                index = (b, channel, y - top, T.Ramp(col, 1, lanes))
+                columns = T.Ramp(col, 1, lanes) if lanes > 1 else col  # a 1-pixel row: scalars
+                index = (b, channel, y - top, columns)
                 values.append(_quantized(load, x.shape[1], index, params))
             # pixel-major: the block's channels of each pixel side by side
             order = [lane * lanes + i for i in range(lanes) for lane in range(block)]
             start = _flat_index(out, (*at, left + col, 0))
-            T.buffer_store(_flat(out), Shuffle(values, order), [T.Ramp(start, 1, lanes * block)])
+            run = Shuffle(values, order) if lanes * block > 1 else values[0]
+            at_run = T.Ramp(start, 1, lanes * block) if lanes * block > 1 else start
+            T.buffer_store(_flat(out), run, [at_run])
 
     _by_run(x.runs, chunk, pixels)
     _fill(out, at, (left + w, right), block, fill)
@@ -277,14 +282,14 @@ def _by_run(runs, chunk, body):
 def _folded_rows(x, written, layout, params, fold):
     """The body of ``quantize_pack_pad`` with ``fold``: one folded row a task, its
     ``fold`` padded rows written to a local buffer as ``_rows`` writes them, then copied
-    as units of a pixel's row in the fold (``fold * block`` bytes, one integer): the units
+    as units of a pixel's row in the fold (``fold * block`` elements, one integer): the units
     of the ``fold`` rows interleaved, a store group LLVM vectorizes. ``layout``: (the
     unfolded padded shape (N, chunks, H, W, block), padding)."""
     from tvm.script.ir_builder import tirx as T
 
     (n, chunks, height, width, block), padding = layout
     top, h = padding[0], x.shape[2]
-    unit = f"uint{8 * fold * block}"
+    unit = f"uint{8 * fold * block * np.dtype(params[3]).itemsize}"
     folded = (n, chunks, height // fold, width // fold, fold)
     out = T.decl_buffer(folded, unit, data=written.data)
     fill = _fill_value(params)
