@@ -480,6 +480,33 @@ def test_a_conv_that_concats_and_pools_alone_read_runs_on_amx_in_float32(dense_b
     assert assembly.count("tdpbusd") >= 4
 
 
+def test_only_outputs_that_concats_and_pools_alone_read_are_read_alone():
+    """By hand: a read by concat and avg_pool2d only counts; a ReLU, a bound tuple or the
+    function's output among the reads does not."""
+    from tvm import relax
+    from tvm.relax import op
+
+    from qbench.compile.kernels.select import _read_alone
+    from qbench.model.graph import use_counts
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 4, 4), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a, b, c, d = (bb.emit(op.multiply(x, x)) for _ in range(4))
+            joined = bb.emit(op.concat([a, b], axis=1))
+            pooled = bb.emit(op.nn.avg_pool2d(b, (2, 2)))
+            act = bb.emit(op.nn.relu(c))
+            pair = bb.emit(relax.Tuple([d, act]))
+            out = bb.emit_output(relax.Tuple([joined, pooled, pair, d]))
+        bb.emit_func_output(out)
+    func = bb.get()["main"]
+    var2val = relax.analysis.get_var2val(func)
+    alone = _read_alone(var2val, use_counts(func))
+    found = [var for var, call in var2val.items() if call in alone]
+    assert len(found) == 2 and found[0].same_as(a) and found[1].same_as(b)
+
+
 @pytest.mark.parametrize("target", [SAPPHIRE_RAPIDS, {**CPU, "mcpu": "icelake-server"}])
 def test_a_float32_output_conv_reads_the_border_of_the_uint8_kernel_before(dense_block, target):
     """The layer's 1x1 writes its uint8 output with a border of its zero point, which the

@@ -261,7 +261,7 @@ def _visit(mod, target, emit):
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             selector.var2val, uses = relax.analysis.get_var2val(func), use_counts(func)
-            selector.alone = _read_alone(selector.var2val)
+            selector.alone = _read_alone(selector.var2val, uses)
             chains, selector.pool_borders = _chains(selector.var2val, uses, target, selector.alone)
             found = (chains, selector.pool_borders)
             fused = _fused_pools(selector.var2val, uses, found, target)
@@ -275,18 +275,22 @@ def _visit(mod, target, emit):
     return selector.builder_.get(), paths
 
 
-def _read_alone(var2val):
-    """The bound calls of a function (``var2val``: its bindings) whose output no call but
-    ``UNFUSED_READERS`` reads (directly or in a tuple)."""
+def _read_alone(var2val, uses):
+    """The bound calls of a function (``var2val``: its bindings; ``uses``:
+    ``model.graph.use_counts`` of it) whose every read is an argument of an
+    ``UNFUSED_READERS`` call (directly or in a tuple written in the call): a read by any other
+    op, a bound tuple or the function's output does not count."""
+    from collections import Counter
+
     from tvm import relax
 
-    fused = set()
+    unfused = Counter()
     for value in var2val.values():
-        if isinstance(value, relax.Call) and getattr(value.op, "name", "") not in UNFUSED_READERS:
+        if isinstance(value, relax.Call) and getattr(value.op, "name", "") in UNFUSED_READERS:
             for arg in value.args:
                 fields = arg.fields if isinstance(arg, relax.Tuple) else (arg,)
-                fused.update(f for f in fields if isinstance(f, relax.Var))
-    return {call for var, call in var2val.items() if var not in fused}
+                unfused.update(f for f in fields if isinstance(f, relax.Var))
+    return {call for var, call in var2val.items() if 0 < unfused[var] == uses[var]}
 
 
 def _chains(var2val, uses, target, alone):
