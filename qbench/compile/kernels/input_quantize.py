@@ -206,8 +206,7 @@ def _check_fold(shape, padding, block, flat, fold, dtype):
         raise ValueError(
             f"quantize_pack_pad: fold {fold} needs no flat rows, at most 8 bytes in a pixel's "
             f"folded row (block {block} of {dtype}) and padded sizes that are multiples of it; "
-            "got "
-            f"padding {padding}, padded sizes {sizes}"
+            f"got padding {padding}, padded sizes {sizes}"
         )
 
 
