@@ -265,7 +265,18 @@ def plan(data_shape, channels_out, kernel, strides, dilation, origin=0):
         flat,
         (origin, origin),
     )
-    return _chunking(dataclasses.replace(p, m_tiles=2 if p.lines * p.line_tiles > 1 else 1))
+    return _chunking(_paired(p))
+
+
+def _paired(p):
+    """``p`` with 2 M tiles a step where its lines hold more than one tile, else 1."""
+    return dataclasses.replace(p, m_tiles=2 if p.lines * p.line_tiles > 1 else 1)
+
+
+def _along_rows(p):
+    """``p`` with its tiles along single output rows (not ``flat``), at most 16 positions
+    a tile."""
+    return dataclasses.replace(p, flat=False, rows=min(TILE_ROWS, p.out[3]))
 
 
 def _chunking(p):
@@ -317,9 +328,7 @@ def dequantized(p, channels):
     if not 0 < channels <= p.out[1] * LANES or p.pool is not None or p.border:
         message = f"{channels} of {p.out[1] * LANES} channels, pool {p.pool}, border {p.border}"
         raise ValueError("amx.dequantized: " + message)
-    rows = min(TILE_ROWS, p.out[3])
-    p = dataclasses.replace(p, flat=False, rows=rows, float_channels=channels)
-    return dataclasses.replace(p, m_tiles=2 if p.lines * p.line_tiles > 1 else 1)
+    return _paired(_along_rows(dataclasses.replace(p, float_channels=channels)))
 
 
 def pooled(p, pool):
@@ -331,11 +340,8 @@ def pooled(p, pool):
     """
     if not pool_fits(pool):
         raise ValueError(f"amx.pooled: max pool {pool} pads or strides past its window")
-    ow = p.out[3]
-    rows = min(TILE_ROWS, ow)
-    m_tiles = 2 if ow > rows else 1
-    unchunked = dataclasses.replace(p, chunk=0, span=1)
-    return dataclasses.replace(unchunked, flat=False, rows=rows, m_tiles=m_tiles, pool=tuple(pool))
+    rows = _along_rows(dataclasses.replace(p, chunk=0, span=1, pool=tuple(pool)))
+    return dataclasses.replace(rows, m_tiles=2 if rows.line_tiles > 1 else 1)
 
 
 def fold_of(inputs, strides, dilation, batch):

@@ -253,7 +253,7 @@ def _row(x, target, padding, params):
                 values.append(_quantized(load, x.shape[1], index, params))
             # pixel-major: the block's channels of each pixel side by side
             order = [lane * lanes + i for i in range(lanes) for lane in range(block)]
-            start = _flat_index(out, (*at, left + col, 0))
+            (start,) = out.offset_of([*at, left + col, 0])
             run = Shuffle(values, order) if lanes * block > 1 else values[0]
             at_run = T.Ramp(start, 1, lanes * block) if lanes * block > 1 else start
             T.buffer_store(_flat(out), run, [at_run])
@@ -328,14 +328,6 @@ def _flat(buffer):
 
     size = int(np.prod([int(v) for v in buffer.shape]))
     return T.decl_buffer((size,), buffer.dtype, data=buffer.data, scope=buffer.scope())
-
-
-def _flat_index(buffer, index):
-    """The element offset of ``index`` in row-major ``buffer``."""
-    offset = 0
-    for i, extent in zip(index, buffer.shape, strict=True):
-        offset = offset * int(extent) + i
-    return offset
 
 
 def _fill_value(params):
