@@ -58,3 +58,28 @@ def test_the_pool_input_goes_through_its_grid_in_graph_and_fake_quantization(by_
     with torch.no_grad(), quantized(model, fakes, set()) as (run, _):  # FP32: no grid
         fp32 = model(torch.from_numpy(x)).numpy()
         np.testing.assert_allclose(run(torch.from_numpy(x)).numpy(), fp32, rtol=0, atol=1e-6)
+
+
+def test_a_mean_over_every_axis_is_no_pool_and_quantizes():
+    """``x.mean()`` over all axes (Relax: ``axis`` None) scaling a conv's output is no
+    global average pool: the graph quantizes and its INT8 output stays near PyTorch's (it
+    had failed with a TypeError reading the axes)."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 1)
+
+        def forward(self, x):
+            return self.conv(x) * x.mean()
+
+    torch.manual_seed(2)
+    model = Net().eval()
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32) + 0.5
+    q = quantize_tiny(model, [x])
+    assert q.plans[0].pool is None
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    got = run_tvm(compiled(q.int8_mod, LLVM), x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=0.05 * np.abs(expected).max())

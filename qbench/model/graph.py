@@ -417,8 +417,9 @@ def _spatial_mean(value):
 
 def averages_height_width(mean):
     """Whether the ``relax.mean`` call ``mean`` of a 4-D tensor reduces exactly its axes 2
-    and 3 (H and W of (N, C, H, W))."""
-    return sorted(int(a) % 4 for a in mean.attrs.axis) == [2, 3]
+    and 3 (H and W of (N, C, H, W)); a mean over every axis (``axis`` None) does not."""
+    axes = mean.attrs.axis
+    return axes is not None and sorted(int(a) % 4 for a in axes) == [2, 3]
 
 
 def _reshape(value):

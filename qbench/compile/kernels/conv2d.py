@@ -220,23 +220,48 @@ def requantize_u8(acc, c, constants, epilogue, residual=None):
     (``quantize.requantize``): clip(round(float32(acc - correction[c]) * multiplier[c] +
     bias[c] (+ float32(residual - z_t) * k)) + zero_point, q_lo, q_hi), rounding half to
     even. ``constants``: (correction, multiplier, bias, ...) te tensors; ``epilogue``:
-    (zero_point, (q_lo, q_hi), (k, z_t) or None); ``residual``: the residual input's uint8
-    value at this output, or None.
+    (zero_point, (q_lo, q_hi), (k, z_t) or None[, ``activation.Activation`` or None]);
+    ``residual``: the residual input's uint8 value at this output, or None. With an
+    activation, its ops and the quantize's divide by its scale come before the round.
 
     Computed as lrint(clip(v, q_lo - zero_point, q_hi - zero_point)) + zero_point: the same
     integers (rounding is monotone and leaves the integer bounds where they are), with the
     value in int32 range before it is converted, in one instruction on x86 (``vcvtps2dq``,
     rounding to nearest even) where round, add and convert took three."""
     correction, multiplier, bias = constants[:3]
-    zero_point, (q_lo, q_hi), residual_params = epilogue
+    zero_point, (q_lo, q_hi), residual_params, *rest = epilogue
     v = (acc - correction[c]).astype("float32") * multiplier[c] + bias[c]
     if residual is not None:
         k, z_t = residual_params
         v = v + (residual.astype("int32") - z_t).astype("float32") * tirx.const(k, "float32")
+    activation = rest[0] if rest else None
+    if activation is not None:
+        expr, scale = activation  # call_te passes an ``Activation`` as a plain tuple
+        v = activated(expr, v) / tirx.const(scale, "float32")
     v = tirx.min(v, tirx.const(float(q_hi - zero_point), "float32"))
     v = tirx.max(v, tirx.const(float(q_lo - zero_point), "float32"))
     rounded = tirx.call_llvm_pure_intrin("int32", "llvm.lrint", v)
     return (rounded + zero_point).astype("uint8")
+
+
+_BINARY = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a / b,
+    "maximum": tirx.max,
+    "minimum": tirx.min,
+}
+
+
+def activated(expr, v):
+    """The float32 TIR value of an ``activation.Activation`` tree ``expr`` at ``v``."""
+    if isinstance(expr, float):
+        return tirx.const(expr, "float32")
+    if isinstance(expr, str):  # activation.X
+        return v
+    op, a, b = expr
+    return _BINARY[op](activated(a, v), activated(b, v))
 
 
 MIN_COLUMNS = 4  # fewer columns per tile leave the multipliers waiting on loads

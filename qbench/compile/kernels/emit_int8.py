@@ -223,7 +223,13 @@ def packed_requantized(bb, chain, packing):
         t_q, k, z_t = chain.residual
         blocked, residual_border = _residual_input(bb, t_q, z_t)
         constants, residual = (*constants, blocked), (k, z_t)
-    args = (data, weight, constants, (chain.zero_point, chain.bounds, residual), strides)
+    args = (
+        data,
+        weight,
+        constants,
+        (chain.zero_point, chain.bounds, residual, chain.activation),
+        strides,
+    )
     args += (tuple(int(d) for d in layer.attrs.dilation), packing.op_name, origin)
     name = "conv2d_packed_u8_" + packing.op_name.rsplit("_", 1)[-1]
     compute = (requantized_conv_u8, *args, residual_border, groups)
@@ -254,7 +260,8 @@ def depthwise_requantized(bb, chain):
     weight = weight.reshape(blocks, OC_BLOCK, *weight.shape[1:]).transpose(0, 2, 3, 1)
     args = (data, _const(np.ascontiguousarray(weight), "int8"))
     args += (_blocked_constants(chain, layer.correction, blocks * OC_BLOCK),)
-    args += ((chain.zero_point, chain.bounds, None), tuple(int(s) for s in attrs.strides))
+    args += ((chain.zero_point, chain.bounds, None, chain.activation),)
+    args += (tuple(int(s) for s in attrs.strides),)
     args += (tuple(int(d) for d in attrs.dilation),)
     return _uint8_kernel(bb, chain, (depthwise_conv_u8, *args), "depthwise_conv2d_u8")
 
@@ -379,7 +386,7 @@ def amx_requantized(bb, chain, pool=None):
         block = int(blocked.ty.shape[-1])
         p = dataclasses.replace(p, residual_border=border, residual_block=block)
         residual = (k, z_t)
-    epilogue = (chain.zero_point, chain.bounds, residual)
+    epilogue = (chain.zero_point, chain.bounds, residual, chain.activation)
     func = amx.conv(p, epilogue, residual is not None, amx.AmxTiles())
     name = "amx_conv2d" if pool is None else "amx_conv2d_max_pool"
     kernel = bb.add_func(func.without_attr("global_symbol"), name)

@@ -244,6 +244,9 @@ class RequantizedLayer:
             next kernels as their padding (``kernels.borders``); 0 for none.
         block: channels per block of the uint8 output the kernel stores: 16 (NCHW16c), or 64
             where every reader is an AMX kernel (``kernels.wide``).
+        activation: the ``activation.Activation`` between the bias add and the graph's
+            quantize (``call``, then), with ``layer``'s rescale and ``bias`` in the FP32
+            output's units; None for the integer requantize above.
     """
 
     layer: IntegerLayer
@@ -254,6 +257,7 @@ class RequantizedLayer:
     residual: tuple = None
     border: int = 0
     block: int = 16
+    activation: object = None
 
 
 def requantized_layer(call, var2val, uses):

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...quantize.pairs import pairs_fit
 from . import emit_fp32, emit_int8
+from .activation import activated_layer
 from .layout import MAX_MERGED, PACKINGS, merged_groups
 from .patterns import (
     CONV2D,
@@ -304,7 +305,7 @@ def _chains(var2val, uses, target, alone):
 
     found = {}
     for call in var2val.values():
-        chain = requantized_layer(call, var2val, uses)
+        chain = requantized_layer(call, var2val, uses) or activated_layer(call, var2val, uses)
         kernel = choose(chain.layer, target, True) if chain is not None else None
         if kernel is not None and kernel.emit_u8 is not None:
             found[call] = chain
@@ -328,8 +329,9 @@ def _path_of(chain, target):
 def _fused_pools(var2val, uses, found, target):
     """{max pool call: the ``RequantizedLayer`` it alone reads} for the uint8 max pools
     the AMX kernel of their input's chain computes with it (``amx.pooled``): a chain
-    without a residual whose multipliers are all >= 0 (the requantize is then monotone, so
-    pooling the accumulators first gives the same uint8), a pool ``patterns.pool_spec``
+    without a residual or activation whose multipliers are all >= 0 (the requantize is
+    then monotone, so pooling the accumulators first gives the same uint8), a pool
+    ``patterns.pool_spec``
     takes that pads and strides within its window, and a border, if the pool writes one,
     of the chain's zero point. ``found``: ``_chains``' (chains, pool borders)."""
     from .amx import pool_fits
@@ -342,7 +344,9 @@ def _fused_pools(var2val, uses, found, target):
     fused = {}
     for call in filter(uint8_max_pool, var2val.values()):
         chain, spec = by_var.get(call.args[0]), pool_spec(call)
-        if chain is None or spec is None or uses[call.args[0]] != 1 or chain.residual:
+        if chain is None or spec is None or uses[call.args[0]] != 1:
+            continue
+        if chain.residual or chain.activation:
             continue
         border = pool_borders.get(call)
         fits = pool_fits(spec) and (border is None or border[1] == chain.zero_point)
