@@ -2,12 +2,13 @@
 matched as an ``activation.Activation`` and computed whole by the uint8 kernels (AMX, VNNI,
 the depthwise kernel), bit for bit as TVM's own ops compute the graph."""
 
+import functools
 import math
 
 import numpy as np
 import pytest
 import torch
-from helpers import CPU, LLVM, SAPPHIRE_RAPIDS, compiled, quantize_tiny, run_tvm
+from helpers import AVX2, CPU, LLVM, SAPPHIRE_RAPIDS, compiled, quantize_tiny, run_tvm
 
 from qbench.compile import features
 from qbench.compile.kernels.activation import X, activated_layer
@@ -18,32 +19,44 @@ VNNI = {**CPU, "mcpu": "icelake-server"}
 QUANT = "relax.quantize"
 
 
-class _Hardswish(torch.nn.Module):
-    """mobilenet_v3's block without a squeeze-excitation: 1x1 expand + hardswish, 3x3
-    depthwise + hardswish, a 3x3 conv + hardswish, a 1x1 project (its output the
-    network's)."""
+ACTIVATIONS = {
+    "hardswish": torch.nn.functional.hardswish,  # mobilenet_v3
+    "silu": torch.nn.functional.silu,  # efficientnet_b0
+    "tanh": torch.tanh,
+}
 
-    def __init__(self):
+
+class _Block(torch.nn.Module):
+    """mobilenet_v3's block without a squeeze-excitation: 1x1 expand + ``act``, 3x3
+    depthwise + ``act``, a 3x3 conv + ``act``, a 1x1 project (its output the network's)."""
+
+    def __init__(self, act):
         super().__init__()
+        self.act = act
         self.expand = torch.nn.Conv2d(16, 40, 1)
         self.dw = torch.nn.Conv2d(40, 40, 3, padding=1, groups=40)
         self.conv = torch.nn.Conv2d(40, 24, 3, padding=1)
         self.project = torch.nn.Conv2d(24, 8, 1)
 
     def forward(self, x):
-        hardswish = torch.nn.functional.hardswish
-        return self.project(hardswish(self.conv(hardswish(self.dw(hardswish(self.expand(x)))))))
+        return self.project(self.act(self.conv(self.act(self.dw(self.act(self.expand(x)))))))
+
+
+@functools.cache
+def _net(name):
+    """(``helpers.Quantized`` of ``_Block(ACTIVATIONS[name])``, an input (2, 16, 13, 13)
+    float32 twice the calibration's spread: values past the calibrated ranges reach the
+    clips)."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    calib = [rng.standard_normal((2, 16, 13, 13)).astype(np.float32) for _ in range(2)]
+    q = quantize_tiny(_Block(ACTIVATIONS[name]).eval(), calib)
+    return q, 2 * rng.standard_normal((2, 16, 13, 13)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
 def hardswish_net():
-    """(``helpers.Quantized``, an input (2, 16, 13, 13) float32 twice the calibration's
-    spread: values past the calibrated ranges reach the clips)."""
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    calib = [rng.standard_normal((2, 16, 13, 13)).astype(np.float32) for _ in range(2)]
-    q = quantize_tiny(_Hardswish().eval(), calib)
-    return q, 2 * rng.standard_normal((2, 16, 13, 13)).astype(np.float32)
+    return _net("hardswish")
 
 
 def _quantizes(mod):
@@ -118,12 +131,57 @@ def test_every_hardswish_chain_becomes_a_uint8_kernel(hardswish_net, target):
     assert sum(n.startswith("depthwise_conv2d_u8") for n in names) == 1
 
 
-def test_hardswish_chains_give_the_plain_logits_on_this_cpu_and_vnni(hardswish_net):
-    """This CPU's kernels against TVM's own ops on the same INT8 graph, bit for bit; the
-    VNNI path's too where this CPU runs it."""
-    q, x = hardswish_net
+def test_a_silu_is_matched_as_a_sigmoid_times_its_input():
+    """Relax's import writes SiLU as x * sigmoid(x)."""
+    q, _ = _net("silu")
+    func, var2val, calls = _quantizes(q.int8_mod)
+    chains = [activated_layer(call, var2val, use_counts(func)) for call in calls]
+    assert [chain.activation.expr for chain in chains] == [("multiply", X, ("sigmoid", X))] * 3
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_chains_give_the_plain_logits_on_each_cpu_class_this_cpu_runs(name):
+    """This CPU's kernels, the AVX2 path's and (where this CPU runs it) the VNNI path's,
+    against TVM's own ops on the same INT8 graph, bit for bit."""
+    q, x = _net(name)
     plain = run_tvm(compiled(q.int8_mod, LLVM, hand_kernels=False), x)
     np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, LLVM), x), plain)
-    if not features.has_feature(LLVM, "avx512vnni"):
-        pytest.skip("this CPU runs no VNNI build")
-    np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, VNNI), x), plain)
+    for target, feature in ((AVX2, "avx2"), (VNNI, "avx512vnni")):
+        if features.has_feature(LLVM, feature):
+            np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, target), x), plain)
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_a_matched_activation_computes_torchs_op_as_tvm_imports_it_bit_for_bit(name):
+    """The tree matched in the model, as the kernels compute it (``conv2d.activated``),
+    against PyTorch's activation imported into Relax and built by TVM alone, on 2^18 float32
+    values in [-12, 12] and the clips' edges: the same float32 bits (a reciprocal multiply
+    in place of the divide by 6 differs in a fifth of them)."""
+    import tvm
+    from tvm import te
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from qbench.compile.kernels.conv2d import activated
+
+    q, _ = _net(name)
+    func, var2val, calls = _quantizes(q.int8_mod)
+    tree = activated_layer(calls[0], var2val, use_counts(func)).activation.expr
+    edges = [-6.0, -3.0, -0.0, 0.0, 3.0, 6.0, np.nextafter(np.float32(3), np.float32(4))]
+    v = np.concatenate([np.linspace(-12, 12, 1 << 18), edges]).astype(np.float32)
+
+    class Act(torch.nn.Module):
+        def forward(self, x):
+            return ACTIVATIONS[name](x)
+
+    exported = torch.export.export(Act(), (torch.from_numpy(v),))
+    reference = tvm.relax.VirtualMachine(
+        tvm.compile(from_exported_program(exported), target=tvm.target.Target(LLVM)), tvm.cpu()
+    )
+    expected = reference["main"](tvm.runtime.tensor(v))
+    expected = (expected[0] if isinstance(expected, tvm.ir.Array) else expected).numpy()
+    x = te.placeholder(v.shape, "float32", "x")
+    out = te.compute(v.shape, lambda i: activated(tree, x[i]), name="activated")
+    lib = tvm.compile(te.create_prim_func([x, out]), target=tvm.target.Target(LLVM))
+    got = tvm.runtime.tensor(np.zeros_like(v))
+    lib(tvm.runtime.tensor(v), got)
+    np.testing.assert_array_equal(got.numpy().view(np.int32), expected.view(np.int32))

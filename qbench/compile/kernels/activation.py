@@ -4,12 +4,13 @@ to uint8, as a ``patterns.RequantizedLayer`` a uint8 kernel computes whole:
     quantize(f(add(layer, bias)), scale, zero_point)
 
 with ``f`` a small tree of FP32 elementwise ops of the biased value and scalar constants:
-add, subtract, multiply, divide, maximum, minimum, clip and ReLU. Where the rewrite cannot
-fold the output's scale into the layer's multiplier (a hardswish, x * clip(x + 3, 0, 6) /
-6, is not positively homogeneous: mobilenet_v3's 1x1 expand convs), TVM fused the
-activation and quantize into the conv's FP32 kernel, which wrote (N, C, H, W) uint8 a
-value at a time. The kernel's vector epilogue (``conv2d.requantize_u8``) computes the same
-float32 ops in the graph's order, as TOPI computes them (a clip is ``min`` then ``max``),
+add, subtract, multiply, divide, maximum, minimum, clip, ReLU, sigmoid and tanh. Where the
+rewrite cannot fold the output's scale into the layer's multiplier (a hardswish, x * clip(x
++ 3, 0, 6) / 6, is not positively homogeneous: mobilenet_v3's 1x1 expand convs; nor is a
+SiLU, x * sigmoid(x): efficientnet_b0's), TVM fused the activation and quantize into the
+conv's FP32 kernel, which wrote (N, C, H, W) uint8 a value at a time. The kernel's vector
+epilogue (``conv2d.requantize_u8``) computes the same float32 ops in the graph's order, as
+TOPI computes them (a clip is ``min`` then ``max``; sigmoid and tanh TIR's own intrinsics),
 so the uint8 values are the graph's bit for bit.
 """
 
@@ -30,6 +31,7 @@ BINARY = {
     "relax.maximum": "maximum",
     "relax.minimum": "minimum",
 }
+UNARY = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh"}
 MAX_OPS = 12  # ops an activation may hold (hardswish: 5)
 QUANTIZE_OP = "relax.quantize"
 X = "x"  # the biased value in an ``Activation`` tree
@@ -41,7 +43,8 @@ class Activation(NamedTuple):
 
     Attributes:
         expr: a tree: ``X`` (the biased value), a float (a scalar float32 constant), or
-            (op, a, b) with op a value of ``BINARY`` and a, b trees.
+            (op, a, b) with op a value of ``BINARY``, or (op, a) with op a value of
+            ``UNARY``, and a, b trees.
         scale: float32, the quantize's scale (one for every channel).
     """
 
@@ -77,8 +80,8 @@ def activated_layer(call, var2val, uses):
 
 
 def _quantize_params(call):
-    """(scale, zero_point) of a quantize to uint8 of a float32 tensor with one scale and
-    one zero point, else None."""
+    """(scale, zero_point) of a quantize to uint8 of a float32 tensor with one float32
+    scale and one integral zero point, else None."""
     from tvm import relax
 
     if not isinstance(call, relax.Call) or _name(call) != QUANTIZE_OP:
@@ -86,10 +89,10 @@ def _quantize_params(call):
     if str(call.attrs.out_dtype) != "uint8" or call.args[0].ty.dtype != "float32":
         return None
     values = [constant(a) for a in call.args[1:]]
-    if any(v is None for v in values):
-        return None
+    if any(v is None for v in values) or values[0].dtype != np.float32:
+        return None  # a float64 scale would divide in float64
     scales, zero_points = (np.unique(v) for v in values)
-    if scales.size != 1 or zero_points.size != 1:
+    if scales.size != 1 or zero_points.size != 1 or zero_points[0] != int(zero_points[0]):
         return None
     return float(np.float32(scales[0])), int(zero_points[0])
 
@@ -113,9 +116,10 @@ def _tree(expr, var2val, reads, leaves):
     if _is_biased(value, var2val):
         leaves.add(expr)
         return X
-    if name in BINARY:
-        a, b = [_tree(arg, var2val, reads, leaves) for arg in value.args]
-        return None if a is None or b is None else (BINARY[name], a, b)
+    if name in BINARY or name in UNARY:
+        trees = [_tree(arg, var2val, reads, leaves) for arg in value.args]
+        op = BINARY.get(name) or UNARY[name]
+        return None if None in trees else (op, *trees)
     found = bounds(value) if name in ("relax.clip", "relax.nn.relu") else None
     inner = _tree(value.args[0], var2val, reads, leaves) if found is not None else None
     if inner is None:

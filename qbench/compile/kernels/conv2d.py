@@ -244,7 +244,9 @@ def requantize_u8(acc, c, constants, epilogue, residual=None):
     return (rounded + zero_point).astype("uint8")
 
 
-_BINARY = {
+_OPS = {
+    "sigmoid": tirx.sigmoid,
+    "tanh": tirx.tanh,
     "add": lambda a, b: a + b,
     "subtract": lambda a, b: a - b,
     "multiply": lambda a, b: a * b,
@@ -260,8 +262,8 @@ def activated(expr, v):
         return tirx.const(expr, "float32")
     if isinstance(expr, str):  # activation.X
         return v
-    op, a, b = expr
-    return _BINARY[op](activated(a, v), activated(b, v))
+    op, *operands = expr
+    return _OPS[op](*(activated(a, v) for a in operands))
 
 
 MIN_COLUMNS = 4  # fewer columns per tile leave the multipliers waiting on loads
