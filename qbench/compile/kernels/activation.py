@@ -105,8 +105,9 @@ def _tree(expr, var2val, reads, leaves):
 
     from ...quantize.chains import bounds
 
-    if _scalar_float(expr) is not None:
-        return _scalar_float(expr)
+    scalar = _scalar_float(expr)
+    if scalar is not None:
+        return scalar
     if not isinstance(expr, relax.Var) or sum(reads.values()) > MAX_OPS:
         return None
     reads[expr] += 1
