@@ -91,3 +91,60 @@ def test_a_concat_of_many_parts_runs_one_loop_nest_a_part(parts, batch, loops):
         *[tvm.runtime.tensor(x) for x in xs], got
     )
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def _quantized_sum(shape, dtype):
+    """A TIR kernel summing each (N, C)'s H x W values of x quantized to uint8 (x / 0.05
+    rounded, + 3, clipped), in ``dtype``, scheduled by ``CpuFallback`` for the host."""
+    import tvm
+    from helpers import LLVM
+    from tvm import te, tirx
+    from tvm.s_tir import dlight
+
+    from qbench.compile.kernels.schedules import CpuFallback
+
+    n, c, h, w = shape
+    x = te.placeholder(shape, "float32", "x")
+
+    def quantized(*i):
+        v = te.round(x(*i) / tirx.const(0.05, "float32")) + tirx.const(3.0, "float32")
+        v = tirx.max(tirx.min(v, tirx.const(255.0, "float32")), tirx.const(0.0, "float32"))
+        return v.astype("uint8").astype(dtype)
+
+    q = te.compute(shape, quantized, name="q")
+    rh, rw = te.reduce_axis((0, h), "rh"), te.reduce_axis((0, w), "rw")
+    out = te.compute((n, c, 1, 1), lambda b, k, i, j: te.sum(q[b, k, rh, rw], axis=[rh, rw]))
+    mod = tvm.IRModule({"main": te.create_prim_func([x, out])})
+    with tvm.target.Target(LLVM):
+        return dlight.ApplyDefaultSchedule(CpuFallback())(mod)
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, lanes",
+    [
+        ((2, 5, 7, 7), "int32", 7),  # divisors of 49 up to 32: 7
+        ((2, 3, 14, 14), "int32", 28),
+        ((1, 4, 28, 28), "int32", 16),  # 784 = 16 x 49
+        ((2, 3, 13, 1), "int32", None),  # 13 values: no lanes but all of them
+        ((2, 3, 14, 14), "float32", None),  # float sums keep their order
+    ],
+)
+def test_an_integer_sum_of_each_channel_runs_in_lanes(shape, dtype, lanes):
+    """The integer global average pool's kind (the squeeze-excitation's quantize and int32
+    sum in one kernel): split into ``lanes`` partial sums (``rfactor``) where the extent
+    has a divisor for them, a plain reduction otherwise; numpy's sums either way."""
+    import tvm
+    from helpers import LLVM
+
+    mod = _quantized_sum(shape, dtype)
+    script = mod["main"].script()
+    if lanes is None:
+        assert "_rf" not in script
+    else:
+        assert f"T.sblock_alloc_buffer(({shape[0]}, {shape[1]}, 1, 1, {lanes})" in script
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 4
+    q = np.clip(np.round(x / np.float32(0.05)) + 3, 0, 255).astype(np.uint8).astype(dtype)
+    want = q.sum(axis=(2, 3), keepdims=True, dtype=dtype)
+    got = tvm.runtime.tensor(np.zeros(want.shape, dtype))
+    tvm.compile(mod, target=tvm.target.Target(LLVM))["main"](tvm.runtime.tensor(x), got)
+    np.testing.assert_array_equal(got.numpy(), want)

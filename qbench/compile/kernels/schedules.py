@@ -148,6 +148,9 @@ def _parallelize(sch, info):
     if reduce and len(spatial) >= CONV_LIKE_SPATIAL:
         _row_reduction(sch, info.block_rv, spatial, reduce)
         return
+    if reduce and _integer(sch, info.block_rv) and _lanes_fit(sch, info.block_rv, spatial, reduce):
+        _lane_reduction(sch, info.block_rv, spatial, reduce)
+        return
     sch.reorder(*spatial, *reduce)
     if reduce:
         sch.parallel(sch.fuse(*spatial))
@@ -202,6 +205,58 @@ def _row_reduction(sch, block, spatial, reduce):
     sch.reorder(*reduce, row)
     init = sch.decompose_reduction(block, reduce[0])
     _vectorize(sch, sch.get_loops(init)[-1])
+
+
+def _integer(sch, block):
+    """Whether ``block`` writes an integer buffer (a reduction in any order gives the same
+    values)."""
+    return all("int" in str(w.source.dtype) for w in sch.get(block).writes)
+
+
+def _lanes_fit(sch, block, spatial, reduce):
+    """Whether ``_lane_reduction`` applies: tried on a copy of ``sch`` (``rfactor`` takes
+    only reductions whose combiner TIR recognizes)."""
+    try:
+        _lane_reduction(sch.copy(), block, spatial, reduce)
+    except s_tir.ScheduleError:
+        return False
+    return True
+
+
+def _lane_reduction(sch, block, spatial, reduce):
+    """An integer reduction to few outputs, such as the integer global average pool's int32
+    sum of each (N, C)'s H x W quantized values (the squeeze-excitations of mobilenet_v3 and
+    efficientnet, where FuseOps puts the quantize in the same kernel): the reduction loops
+    fused and split into ``_lanes``, which ``rfactor`` gives partial sums of their own,
+    innermost, so LLVM vectorizes the quantize and the adds across them; the lanes are
+    summed after. The (N, C) pairs run in parallel. mobilenet_v3_large's 120-channel 28x28
+    one at batch 8: 0.58 -> 0.10-0.13 ms (Intel Xeon with AMX, 2 threads; a scalar loop
+    before). Raises ``ScheduleError`` where ``rfactor`` does not take the block or the
+    extent has no divisor past 1."""
+    fused = sch.fuse(*reduce)
+    extent = _extent(sch, fused)
+    lanes = _lanes(extent) if extent else 1
+    if lanes in (1, extent):
+        raise s_tir.ScheduleError("no lanes to split the reduction into")
+    inner = sch.split(fused, [None, lanes])[1]
+    ndim = len(sch.get(block).writes[0].region)
+    partial = sch.rfactor(inner, factor_axis=ndim)  # each output's lanes contiguous
+    outer = sch.fuse(*sch.get_loops(block)[: len(spatial)])
+    sch.parallel(outer)
+    sch.compute_at(partial, outer)
+    lane, steps = sch.get_loops(partial)[-2:]  # compute_at puts the lanes outside
+    sch.reorder(steps, lane)
+    sch.decompose_reduction(partial, steps)
+
+
+def _lanes(extent):
+    """Lanes for a reduction of ``extent`` values: the largest multiple of ``VECTOR_LANES``
+    up to 4 of them that divides it, else its largest divisor up to 2 ``VECTOR_LANES``.
+    At batch 8 (Intel Xeon with AMX, 2 threads): 14x14 sums of 672 channels took 0.35 ms in
+    14 lanes, 0.25 in 28, 0.22 in 49; 28x28 of 120 0.10-0.13 in 16, 0.16 in 28, 0.20 in 56;
+    7x7 of 960 0.11 in 7, 0.15 in 49."""
+    whole = [d for d in range(VECTOR_LANES, 4 * VECTOR_LANES + 1, VECTOR_LANES) if extent % d == 0]
+    return whole[-1] if whole else max(d for d in range(1, 2 * VECTOR_LANES + 1) if extent % d == 0)
 
 
 def _extent(sch, loop):
