@@ -139,10 +139,11 @@ def test_a_silu_is_matched_as_a_sigmoid_times_its_input():
     assert [chain.activation.expr for chain in chains] == [("multiply", X, ("sigmoid", X))] * 3
 
 
-@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("name", ["hardswish", "silu"])
 def test_activation_chains_give_the_plain_logits_on_each_cpu_class_this_cpu_runs(name):
     """This CPU's kernels, the AVX2 path's and (where this CPU runs it) the VNNI path's,
-    against TVM's own ops on the same INT8 graph, bit for bit."""
+    against TVM's own ops on the same INT8 graph, bit for bit (tanh's ops: the float test
+    below)."""
     q, x = _net(name)
     plain = run_tvm(compiled(q.int8_mod, LLVM, hand_kernels=False), x)
     np.testing.assert_array_equal(run_tvm(compiled(q.int8_mod, LLVM), x), plain)

@@ -138,9 +138,17 @@ def schedule_depthwise(sch, conv, out, _target=None):
     into the parallel loop cost 9 weight loads and a division chain per column: a 3x3
     depthwise of 32 channels at 112x112 took 0.171 ms instead of 0.113, Intel Xeon, 2
     threads)."""
+    blocked = len(sch.get(conv).iter_vars) == 5
     if not sch.get(conv).same_as(sch.get(out)):
         sch.compute_inline(conv)
     loops = sch.get_loops(out)
+    if blocked and len(loops) == 4:  # NCHW16c taps, NCHW out (``depthwise_conv_blocked``)
+        b, c, y, x = loops
+        outer, lanes = sch.split(c, [None, 16])
+        sch.reorder(b, outer, y, x, lanes)
+        sch.parallel(sch.fuse(b, outer, y))
+        sch.vectorize(lanes)
+        return
     if len(loops) == 5:  # NCHW16c
         *outer, _, lanes = loops
         sch.parallel(sch.fuse(*outer))
@@ -164,6 +172,38 @@ def depthwise_conv_u8(data, weight, constants, epilogue, strides, dilation):
     uint8 tensor."""
     from .conv2d import requantize_u8
 
+    acc = _blocked_taps(data, weight, strides, dilation)
+    lanes = acc.shape[-1]
+    return te.compute(
+        acc.shape,
+        lambda b, c, y, x, ci: requantize_u8(
+            acc[b, c, y, x, ci], c * lanes + ci, constants, epilogue
+        ),
+        name="requantize_u8",
+    )
+
+
+def depthwise_conv_blocked(data, weight, correction, rescale, strides, dilation):
+    """TE compute: the depthwise conv of uint8 NCHW16c ``data`` and ``weight`` (as
+    ``depthwise_conv_u8`` takes them), dequantized as ``depthwise_conv`` does to its FP32
+    (N, C, OH, OW) output, C = C16 * 16, with (C,) int32 ``correction`` and float32
+    ``rescale``. Scheduled (``schedule_depthwise``) with a pixel's 16 channels one vector
+    through the taps and whatever FuseOps appends, stored to NCHW 16 channels apart: rows
+    of 7 and 14 pixels (mobilenet_v3's squeeze-excitation blocks) fill no vector of NCHW."""
+    acc = _blocked_taps(data, weight, strides, dilation)
+    n, blocks, oh, ow, lanes = acc.shape
+    return te.compute(
+        (n, blocks * lanes, oh, ow),
+        lambda b, c, y, x: (
+            (acc[b, c // lanes, y, x, c % lanes] - correction[c]).astype("float32") * rescale[c]
+        ),
+        name="requantize",
+    )
+
+
+def _blocked_taps(data, weight, strides, dilation):
+    """The (N, C16, OH, OW, 16) int32 depthwise sums of ``data`` (N, C16, H, W, 16) uint8,
+    padded, and ``weight`` (C16, KH, KW, 16) int8, as an explicit sum of the taps."""
     n, blocks, height, width, lanes = data.shape
     kh_size, kw_size = (int(k) for k in weight.shape[1:3])
     sh, sw = strides
@@ -179,11 +219,4 @@ def depthwise_conv_u8(data, weight, constants, epilogue, strides, dilation):
         ]
         return sum(products[1:], products[0])
 
-    acc = te.compute(shape, taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME})
-    return te.compute(
-        shape,
-        lambda b, c, y, x, ci: requantize_u8(
-            acc[b, c, y, x, ci], c * lanes + ci, constants, epilogue
-        ),
-        name="requantize_u8",
-    )
+    return te.compute(shape, taps, name="depthwise_conv2d", attrs={"op_name": OP_NAME})
