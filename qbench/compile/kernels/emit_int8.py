@@ -186,7 +186,7 @@ def _requantized_conv(bb, args, geometry, packing):
 
 BLOCKED_DEPTHWISE_WIDTH = 16  # output columns from which NCHW rows fill vectors. On the
 # Intel Xeon with AMX (2 threads, efficientnet_b0 at batch 8, SiLU appended) the NCHW16c
-# taps took 0.63-0.78x the NCHW rows' time at 7x7 and 14x14 outputs, 1.13-1.31x at 28x28
+# taps took 0.63-0.85x the NCHW rows' time at 7x7 and 14x14 outputs, 1.13-1.31x at 28x28
 # and up (the NCHW16c store scatters 16 channels a plane apart).
 
 
