@@ -200,8 +200,8 @@ def depthwise(bb, layer):
 
     attrs = layer.attrs
     strides = tuple(int(s) for s in attrs.strides)
-    width = int(layer.call.ty.shape[3])
-    if layer.weight.shape[0] % OC_BLOCK == 0 and width < BLOCKED_DEPTHWISE_WIDTH:
+    out_width = int(layer.call.ty.shape[3])
+    if layer.weight.shape[0] % OC_BLOCK == 0 and out_width < BLOCKED_DEPTHWISE_WIDTH:
         return bb.call_te(
             depthwise_conv_blocked,
             *_depthwise_nchw16c(bb, layer),

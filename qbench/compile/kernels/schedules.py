@@ -224,9 +224,10 @@ def _lanes_fit(sch, block, spatial, reduce):
 
 
 def _lane_reduction(sch, block, spatial, reduce):
-    """An integer reduction to few outputs, such as the integer global average pool's int32
-    sum of each (N, C)'s H x W quantized values (the squeeze-excitations of mobilenet_v3 and
-    efficientnet, where FuseOps puts the quantize in the same kernel): the reduction loops
+    """An integer reduction with fewer than ``CONV_LIKE_SPATIAL`` output loops, such as the
+    integer global average pool's int32 sum of each (N, C)'s H x W quantized values (the
+    squeeze-excitations of mobilenet_v3 and efficientnet, where FuseOps puts the quantize in
+    the same kernel): the reduction loops
     fused and split into ``_lanes``, which ``rfactor`` gives partial sums of their own,
     innermost, so LLVM vectorizes the quantize and the adds across them; the lanes are
     summed after. The (N, C) pairs run in parallel. mobilenet_v3_large's 120-channel 28x28
