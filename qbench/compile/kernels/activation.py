@@ -111,7 +111,8 @@ def _tree(expr, var2val, reads, leaves):
     if not isinstance(expr, relax.Var) or sum(reads.values()) > MAX_OPS:
         return None
     reads[expr] += 1
-    value, name = var2val.get(expr), _name(var2val.get(expr))
+    value = var2val.get(expr)
+    name = _name(value)
     if getattr(expr.ty, "dtype", None) != "float32":
         return None
     if _is_biased(value, var2val):

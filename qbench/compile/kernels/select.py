@@ -331,9 +331,9 @@ def _fused_pools(var2val, uses, found, target):
     the AMX kernel of their input's chain computes with it (``amx.pooled``): a chain
     without a residual or activation whose multipliers are all >= 0 (the requantize is
     then monotone, so pooling the accumulators first gives the same uint8), a pool
-    ``patterns.pool_spec``
-    takes that pads and strides within its window, and a border, if the pool writes one,
-    of the chain's zero point. ``found``: ``_chains``' (chains, pool borders)."""
+    ``patterns.pool_spec`` takes that pads and strides within its window, and a border, if
+    the pool writes one, of the chain's zero point. ``found``: ``_chains``' (chains, pool
+    borders)."""
     from .amx import pool_fits
     from .borders import uint8_max_pool
     from .patterns import pool_spec
