@@ -212,6 +212,29 @@ def test_a_chunked_accumulation_is_exact(tiles, n, c, o, hw, k, stride, chunk):
     np.testing.assert_array_equal(got, exact_conv(x, w, (stride,) * 2, (1, 1)))
 
 
+def _outermost(p):
+    """Which of runs and groups is the outer loop of a chunked plan's parallel tasks: the
+    one task 1 of 2 x 2 has not moved along."""
+    group, run = amx._chunked_task(p, 1, 2, 2)
+    return "runs" if (group, run) == (1, 0) else "groups"
+
+
+def test_chunked_tasks_take_the_larger_of_the_batch_data_and_the_weights_outermost():
+    """resnet18 at batch 8: a 128-channel 3x3 conv reads 921,600 bytes of data (8 x 2 x 30 x
+    30 x 64) against 147,456 of weights (128 x 128 x 9): runs (images) outermost, so each
+    thread reads the images it wrote; a 512-channel one 331,776 (8 x 8 x 9 x 9 x 64) against
+    2,359,296: groups. The chunked cases above, checked bit for bit, take both orders."""
+    stage2 = amx.plan((8, 2, 30, 30, 64), 128, (3, 3), (1, 1), (1, 1))
+    stage4 = amx.plan((8, 8, 9, 9, 64), 512, (3, 3), (1, 1), (1, 1))
+    assert (stage2.chunk, stage4.chunk) == (1, 1)
+    assert (_outermost(stage2), _outermost(stage4)) == ("runs", "groups")
+    orders = set()
+    for n, c, o, hw, k, stride, chunk in CHUNKED:
+        p = amx.plan((n, -(-c // 16), hw, hw, 16), o, (k, k), (stride,) * 2, (1, 1))
+        orders.add(_outermost(amx.chunked(p, *chunk)))
+    assert orders == {"runs", "groups"}
+
+
 DEQUANTIZED = [  # (N, C, O, H=W, K, stride, chunk): float32 (N, O, OH, OW) outputs
     (2, 128, 32, 9, 3, 1, None),  # densenet's 3x3 convs: 128 -> 32, whole blocks
     (1, 48, 24, 13, 3, 2, None),  # channels ending inside a tile: stored lane by lane

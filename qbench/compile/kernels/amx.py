@@ -659,19 +659,19 @@ def _tasks(p, buffers, epilogue, tiles):
 
 def _chunked_tasks(p, buffers, epilogue, tiles):
     """The parallel loop of ``conv`` for a ``chunked`` plan: one task per (output-channel
-    group, run of ``p.span`` steps across the images). For each chunk of ``p.chunk`` input
-    blocks in turn, every step of the task accumulates its C tiles over the chunk, from
-    zero or from the sums it saved for the chunks before, and saves them: the chunk's
-    weights are read from memory once per task and from L1 for its other steps. The
-    saved sums of each step are then requantized as in ``_tasks``; the task holding an
-    image's first step writes its border."""
+    group, run of ``p.span`` steps across the images), in the order of ``_chunked_task``.
+    For each chunk of ``p.chunk`` input blocks in turn, every step of the task accumulates
+    its C tiles over the chunk, from zero or from the sums it saved for the chunks before,
+    and saves them: the chunk's weights are read from memory once per task and from L1 for
+    its other steps. The saved sums of each step are then requantized as in ``_tasks``; the
+    task holding an image's first step writes its border."""
     from tvm.script.ir_builder import tirx as T
 
     n, ocb = p.out[:2]
     groups, total = ocb // p.n_tiles, n * p.steps
     runs, per_step = -(-total // p.span), p.m_tiles * p.n_tiles * TILE_ROWS * LANES
     with T.parallel(groups * runs) as task:
-        group, run = task // runs, task % runs
+        group, run = _chunked_task(p, task, groups, runs)
         tiles.configure(_shapes(p))
         sums = T.alloc_buffer((p.span * per_step,), "int32", scope="local")
         with T.serial(p.data[1] // p.chunk) as k, T.serial(p.span) as i:
@@ -788,6 +788,17 @@ def _task_index(p, task, counts):
     if _weights_outer(p):
         return task // runs % n, task // (n * runs), task % runs
     return task // (groups * runs), task // runs % groups, task % runs
+
+
+def _chunked_task(p, task, groups, runs):
+    """(output-channel group, run) of parallel ``task`` of a chunked plan. Where the batch's
+    data outweighs the layer's weights (bytes), runs are outermost: each thread then
+    computes the same images as in the layer before and reads the data it wrote from its
+    own cache (resnet18's 128-channel convs at batch 8: the model 0.95x, Intel Xeon VM with
+    AMX). Else groups are: each thread reads half the weights."""
+    if np.prod(p.weight_shape) < np.prod(p.data):
+        return task % groups, task // groups
+    return task // runs, task % runs
 
 
 def _fill_borders(p, out, task, epilogue):
