@@ -904,16 +904,38 @@ def _requantize(p, buffers, task, starts, epilogue, acc, offset=0):
     *constants, out = buffers
     b, group = task
     c_tiles, _, _ = _tile_numbers(p)
-    wp, ow = p.data[3], p.out[3]
     for mi, (line, start) in enumerate(starts):
+
+        def pixel(r, y, x, mi=mi):
+            for ni in range(p.n_tiles):
+                o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
+                with T.vectorized(LANES) as lane:
+                    value = acc[offset + (t * TILE_ROWS + r) * LANES + lane]
+                    _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
+
+        _tile_pixels(p, line, start, pixel)
+
+
+def _tile_pixels(p, line, start, body):
+    """Call ``body(r, y, x)`` for each row r of an M tile (``line``, ``start``) that is an
+    output pixel (y, x). A flat tile's positions cross a few padded rows: one loop per row
+    it can cross runs over the row's positions before OW, with no division or test per
+    position (they took a third of a 64-channel conv's epilogue). A tile along one output
+    row ends inside it (``AmxPlan.step_tiles``): every row is a pixel."""
+    from tvm.script.ir_builder import tirx as T
+
+    if not p.flat:
         with T.serial(p.rows) as r:
-            y, x = ((start + r) // wp, (start + r) % wp) if p.flat else (line, start + r)
-            with T.If(x < ow), T.Then():
-                for ni in range(p.n_tiles):
-                    o, t = group * p.n_tiles + ni, c_tiles[mi][ni]
-                    with T.vectorized(LANES) as lane:
-                        value = acc[offset + (t * TILE_ROWS + r) * LANES + lane]
-                        _store(p, out, (b, o, y, x, lane), value, constants, epilogue)
+            body(r, line, start + r)
+        return
+    wp, ow = p.data[3], p.out[3]
+    top = start // wp
+    for dy in range((wp + p.rows - 2) // wp + 1):  # rows that positions x0 .. x0 + rows - 1 cross
+        y = top + dy
+        first = T.max(y * wp - start, 0)
+        end = T.min(y * wp + ow - start, p.rows)
+        with T.serial(T.max(end - first, 0)) as j:
+            body(first + j, y, start + first + j - y * wp)
 
 
 def _store(p, out, index, value, constants, epilogue):
