@@ -7,7 +7,13 @@ import pytest
 
 from qbench.cli.main import _parser, main
 from qbench.cli.runopts import run_options
-from qbench.measure.metrics import accuracy_metrics, compare_logits, input_independent
+from qbench.measure.metrics import (
+    LOGITS,
+    accuracy_metrics,
+    compare_logits,
+    input_ignoring,
+    input_independent,
+)
 from qbench.measure.results import Latency, Ratio, RunnerResult, Speed
 from qbench.signoff.checks import signoff
 from qbench.signoff.limits import Limits
@@ -43,6 +49,15 @@ def _compared(ref, out, labels=None):
     if labels is not None:
         reference["top1_accuracy"] = float(np.mean(ref.argmax(1) == labels))
     return _runners(reference, compare_logits(ref, ref, labels), compare_logits(ref, out, labels))
+
+
+AGAINST_PYTORCH = [  # the checks against PyTorch FP32's output, in the sign-off's order
+    "FP32 top-1 agreement",
+    "INT8 top-1 agreement",
+    "INT8 top-5 agreement",
+    "INT8 logits SQNR",
+    "INT8 logits cosine",
+]
 
 
 def _limits(**changed):
@@ -451,12 +466,45 @@ def test_a_model_that_ignores_its_input_passes_only_not_shown():
     out = signoff(results, Limits(), 6)
     assert out.verdict == "PASS"
     doubted = [c.name for c in out.checks if c.doubt is not None]
-    assert doubted == [
-        "FP32 top-1 agreement",
-        "INT8 top-1 agreement",
-        "INT8 top-5 agreement",
-        "INT8 logits SQNR",
-        "INT8 logits cosine",
-    ]
+    assert doubted == AGAINST_PYTORCH
     assert all("ignores its input" in c.doubt for c in out.checks if c.doubt)
     assert _check(out, "INT8 non-finite logits").doubt is None
+
+
+def test_the_best_input_ignoring_output_is_scored_by_hand():
+    """Rows [4, 0, 0], [4, 3, 0], [4, 0, 0], [0, 4, 0]: class 0 is the top-1 of 3 images of 4
+    (75 %); the top-3 class sets are all {0, 1, 2} (100 %). Centred rows (mean 4/3, 7/3, 4/3,
+    4/3) less their mean over the images: SQNR and cosine of that constant, by numpy."""
+    ref = np.array([[4.0, 0, 0], [4, 3, 0], [4, 0, 0], [0, 4, 0]])
+    got = input_ignoring(ref, LOGITS)
+    assert got["top1_agreement"] == 0.75
+    assert got["top5_agreement"] == 1.0
+    centred = ref - ref.mean(1, keepdims=True)
+    constant = centred.mean(0)
+    noise = ((centred - constant) ** 2).sum()
+    assert math.isclose(got["sqnr_db"], 10 * math.log10((centred**2).sum() / noise))
+    cosines = centred @ constant / np.linalg.norm(centred, axis=1) / np.linalg.norm(constant)
+    assert math.isclose(got["cosine"], cosines.mean())
+    assert input_ignoring(ref[:1], LOGITS) == {}  # one image: nothing to compare
+
+
+def test_checks_an_output_ignoring_its_input_would_pass_show_nothing():
+    """A reference of a per-class offset of 1000 shared by every image, with an input's
+    variation of 0.01 on it (a constant fed to the classifier): an INT8 output that lost the
+    input (the offset alone) agrees on top-1 and top-5 and has an SQNR near 90 dB, and so
+    would any output that ignores its input: PASS, but every such check is doubted. A
+    reference that varies with its input keeps its checks."""
+    rng = np.random.default_rng(0)
+    offset = rng.normal(0, 1000, (1, 20))
+    ref = offset + rng.normal(0, 0.01, (16, 20))
+    results = _compared(ref, np.repeat(offset, 16, axis=0))
+    results["pytorch_fp32"].metrics["input_ignoring"] = input_ignoring(ref, LOGITS)
+    out = signoff(results, Limits(), 20)
+    assert out.verdict == "PASS" and _check(out, "INT8 logits SQNR").value > 80
+    doubted = [c.name for c in out.checks if c.doubt is not None]
+    assert doubted == AGAINST_PYTORCH
+    assert "ignores its input" in _check(out, "INT8 logits SQNR").doubt
+    varied = rng.normal(0, 3, (16, 20))
+    results = _compared(varied, varied + rng.normal(0, 0.01, varied.shape))
+    results["pytorch_fp32"].metrics["input_ignoring"] = input_ignoring(varied, LOGITS)
+    assert all(c.doubt is None for c in signoff(results, Limits(), 20).checks)

@@ -363,6 +363,38 @@ def input_independent(ref):
     return bool((spread <= SAME_OUTPUT_TOLERANCE * np.abs(ref).max(axis=0)).all())
 
 
+def input_ignoring(ref, kind):
+    """What the best output that ignores its input scores against the reference ``ref``
+    (N, K) of ``kind`` (``output_kind``): the top-1 agreement of always answering the
+    class most often the reference's top-1, the top-5 agreement of always answering the 5
+    classes most often in its top 5, and the SQNR (dB) and cosine, computed as
+    ``compare_logits`` does, of always answering the reference's mean over the images in
+    the judged space (the constant of least squared error there; a zero predictor, a
+    single value's, scores cosine 0). A check such an output passes shows nothing about
+    quantization: a per-class offset every image shares (a large bias, a constant input to
+    the classifier) can be most of the signal, and an INT8 build that lost the input would
+    pass it (``signoff.checks``). {} for fewer than 2 images or non-finite values."""
+    ref = np.asarray(ref, np.float64)
+    n, classes = ref.shape
+    if n < 2 or not np.isfinite(ref).all():
+        return {}
+    out = {}
+    if classes > 1:
+        out["top1_agreement"] = float(np.bincount(ref.argmax(1)).max() / n)
+        k = min(TOP5, classes)
+        counts = np.bincount(topk(ref, k).ravel(), minlength=classes)
+        best = set(np.argsort(-counts, kind="stable")[:k].tolist())
+        out["top5_agreement"] = float(np.mean([len(set(row) & best) / k for row in topk(ref, k)]))
+    r, _ = judged_pair(ref, ref, kind)
+    constant = np.broadcast_to(r.mean(0), r.shape)
+    over = cosine_over(kind, classes)
+    flat = (r.reshape(1, -1), constant.reshape(1, -1)) if over == ALL_VALUES else (r, constant)
+    out["cosine"] = mean_row_cosine(*flat) if constant.any() else 0.0
+    noise = float(((r - constant) ** 2).sum())
+    out["sqnr_db"] = float(10 * np.log10((r**2).sum() / noise)) if noise > 0 else float("inf")
+    return out
+
+
 def accuracy_metrics(logits, labels):
     """``top1_accuracy`` and ``top5_accuracy`` in [0, 1], with their counts, and
     ``labels_present``: the distinct labels among the images (for the chance level)."""

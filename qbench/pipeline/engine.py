@@ -14,6 +14,7 @@ from ..measure import speed, timing, torch_int8
 from ..measure.metrics import (
     accuracy_metrics,
     compare_logits,
+    input_ignoring,
     input_independent,
     latency_stats,
     output_kind,
@@ -158,6 +159,7 @@ def _results(runners, logits, labels, latency, margin, kind, keys=None):
             metrics["nonfinite_logits"] = int((~np.isfinite(ref)).sum())
             metrics["output_kind"] = kind
             metrics["input_independent"] = input_independent(ref)
+            metrics["input_ignoring"] = input_ignoring(ref, kind)
         else:
             metrics = compare_logits(ref, logits[r.name], labels, margin, kind)
         results[r.name] = RunnerResult(

@@ -82,6 +82,8 @@ def signoff(
         )
     if random_weights:
         checks.append(_flag("trained weights", "random initialisation"))
+    ignoring = ref.get("input_ignoring") or {}
+    checks = [_unless_ignoring_passes(c, ignoring) for c in checks]
     if ref.get("input_independent"):
         checks = [_doubted(c, SAME_OUTPUT) if c.unit in COMPARED else c for c in checks]
     verdict = "FAIL" if any(c.passed is False for c in checks) else "PASS"
@@ -94,6 +96,36 @@ SAME_OUTPUT = (
     "PyTorch FP32 gives the same output for every image: the model ignores its input, and "
     "agreement with it shows nothing about quantization"
 )
+
+
+IGNORING_KEYS = {  # check name ending -> ``metrics.input_ignoring`` key
+    "top-1 agreement": "top1_agreement",
+    "top-5 agreement": "top5_agreement",
+    "logits SQNR": "sqnr_db",
+    "logits cosine": "cosine",
+}
+
+
+def _unless_ignoring_passes(check, ignoring):
+    """``check`` doubted when it passed and the best output that ignores its input
+    (``metrics.input_ignoring``) would pass it too: it then shows nothing about
+    quantization."""
+    key = next((v for end, v in IGNORING_KEYS.items() if check.name.endswith(end)), None)
+    value = ignoring.get(key)
+    if value is None or not check.passed:
+        return check
+    if not _check(check.name, value, check.op, check.limit, check.unit).passed:
+        return check
+    if check.unit == "fraction":
+        what, shown = "always the reference's most frequent top classes", f"{100 * value:.1f} %"
+    else:
+        what = "always the reference's mean over the images"
+        shown = f"{value:.1f} dB" if check.unit == "dB" else f"{value:.3f}"
+    return _doubted(
+        check,
+        f"an output that ignores its input ({what}) would pass this check too ({shown}): "
+        "what the reference shares across images outweighs what depends on the image",
+    )
 
 
 def _doubted(check, why):
