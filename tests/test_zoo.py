@@ -68,3 +68,27 @@ def test_model_loading_prints_nothing_on_stdout(capsys):
     """Issue 20: loading a model prints nothing on stdout."""
     zoo.load_model("efficientnet_lite0")
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "name, interpolation", [("efficientnet_b0", "bicubic"), ("resnet18", "bilinear")]
+)
+def test_torchvision_models_are_preprocessed_as_their_published_weights(
+    imagenet_sample, name, interpolation
+):
+    """qbench's transform of a photo equals torchvision's own evaluation transform of the
+    model's weights (efficientnet_b0's resizes bicubic); the default bilinear stays out of
+    the run's definition, so baselines from before the field stay comparable."""
+    import torch
+    import torchvision
+    from PIL import Image
+
+    from qbench.data.batches import transform
+
+    pre = zoo._torchvision_spec(name).preprocess
+    assert pre.interpolation == interpolation
+    assert ("interpolation" in pre.as_dict()) == (interpolation != "bilinear")
+    published = torchvision.models.get_model_weights(name).DEFAULT.transforms()
+    for path in sorted(imagenet_sample.rglob("*.JPEG"))[:3]:
+        image = Image.open(path).convert("RGB")
+        torch.testing.assert_close(transform(pre)(image), published(image), rtol=0, atol=1e-6)

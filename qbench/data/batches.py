@@ -25,7 +25,7 @@ def transform(preprocess):
     grey = [T.Grayscale(1)] if preprocess.channels == 1 else []
     return T.Compose(
         [
-            T.Resize(preprocess.resize),
+            T.Resize(preprocess.resize, T.InterpolationMode(preprocess.interpolation)),
             T.CenterCrop(preprocess.crop),
             *grey,
             T.ToTensor(),

@@ -8,7 +8,6 @@ is the sha256 of the definition's canonical JSON (sorted keys, no spaces).
 import hashlib
 import json
 import subprocess
-from dataclasses import asdict
 from pathlib import Path
 
 import qbench
@@ -37,7 +36,8 @@ def definition(model, digests, quant, batch_size, target):
     Returns:
         dict: ``model`` (name), ``graph_digest``, ``weights_digest`` (sha256 hex of the
         state dict), ``data_digest``, ``labels_digest``, ``input_shape`` ([C, H, W]),
-        ``preprocess`` (``zoo.Preprocess`` as a dict: resize, crop, mean, std, channels),
+        ``preprocess`` (``zoo.Preprocess.as_dict``: resize, crop, mean, std, channels[,
+        interpolation]),
         ``quant`` (``QuantConfig.to_dict()``),
         ``batch_size`` (images), ``target``, ``qbench`` and ``tvm`` (versions), ``timing``
         (the timing protocol, ``timing.PROTOCOL``), ``digest``.
@@ -51,7 +51,7 @@ def definition(model, digests, quant, batch_size, target):
         "data_digest": digests["data"],
         "labels_digest": digests["labels"],
         "input_shape": list(model.input_shape),
-        "preprocess": asdict(model.preprocess),
+        "preprocess": model.preprocess.as_dict(),
         "quant": quant.to_dict(),
         "batch_size": batch_size,
         "target": target,

@@ -13,7 +13,7 @@ import logging
 import socket
 import sys
 import zipfile
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,9 @@ class Preprocess:
         mean: per-channel mean subtracted after scaling to [0, 1].
         std: per-channel standard deviation divided by.
         channels: 3 (RGB) or 1 (greyscale: Pillow's luminance of the RGB picture).
+        interpolation: the resize's, a ``torchvision.transforms.InterpolationMode`` value:
+            ``"bilinear"``, or the one a torchvision model's published weights were
+            evaluated with (``"bicubic"`` for efficientnet_b0, b2-b7, swin, maxvit_t).
     """
 
     resize: int = 256
@@ -47,6 +50,16 @@ class Preprocess:
     mean: tuple = IMAGENET_MEAN
     std: tuple = IMAGENET_STD
     channels: int = 3
+    interpolation: str = "bilinear"
+
+    def as_dict(self):
+        """The fields as a dict for a run's definition and the calibration cache key; the
+        default ``interpolation`` left out, so a run of a bilinear model stays comparable
+        with its baselines from before the field."""
+        fields = asdict(self)
+        if fields["interpolation"] == "bilinear":
+            del fields["interpolation"]
+        return fields
 
     def __post_init__(self):
         """Hold ``mean`` and ``std`` as Python floats, whatever numbers they were given as
@@ -146,7 +159,8 @@ def _torchvision_spec(name):
     weights = torchvision.models.get_model_weights(name).DEFAULT
     tf = weights.transforms()
     crop = tf.crop_size[0]
-    pre = Preprocess(tf.resize_size[0], crop, tuple(tf.mean), tuple(tf.std))
+    interpolation = tf.interpolation.value
+    pre = Preprocess(tf.resize_size[0], crop, tuple(tf.mean), tuple(tf.std), 3, interpolation)
     return ModelSpec(name, "torchvision", (3, crop, crop), pre)
 
 

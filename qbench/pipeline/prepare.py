@@ -282,7 +282,7 @@ def _calibrate(p):
         mode=q.calib_mode,
         params=q.collector_params(),
         batch_size=opts.batch_size,
-        preprocess=asdict(model.preprocess),
+        preprocess=model.preprocess.as_dict(),
     )
     ranges = load_cached(opts.cache_dir, key, range_names(mod, layers))
     info = CalibrationInfo(
