@@ -102,3 +102,14 @@ def test_cosine_does_not_depend_on_the_logits_size(size):
     assert mean_row_cosine([[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.3]]) == pytest.approx(expected)
     centred = compare_logits(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 2.0, 3.3]]))["cosine"]
     assert m["cosine"] == pytest.approx(centred, rel=1e-12)
+
+
+def test_an_output_row_of_equal_logits_has_cosine_0_and_two_such_rows_1():
+    """A row of equal logits (all zero once centred) says nothing: against a reference row
+    that varies its cosine is 0, not 1; two such rows agree (1). A single value equal to the
+    reference's mean over the images (zero once that mean is taken out) likewise reads 0."""
+    assert mean_row_cosine([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], [[0.0, 0.0, 0.0]] * 2) == 0.5
+    m = compare_logits(np.array([[1.0, 2.0, 3.0]] * 2), np.array([[5.0, 5.0, 5.0]] * 2))
+    assert m["cosine"] == 0.0
+    single = compare_logits(np.array([[1.0], [3.0]]), np.array([[2.0], [2.0]]))
+    assert single["cosine"] == 0.0 and single["sqnr_db"] == 0.0

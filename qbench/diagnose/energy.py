@@ -65,8 +65,10 @@ class Energy:
     def cosine(self):
         """The cosine similarity of ``out`` and ``ref``, each flattened over every value seen
         (all batches, all rows) into one vector, dot / (|ref| |out|), in [-1, 1]; 1.0 when
-        either is all zero. (``measure.metrics.mean_row_cosine``, the report's logits
-        cosine, is the mean of one cosine per image instead.)"""
+        both are all zero, 0.0 when only one is. (``measure.metrics.mean_row_cosine``, the
+        report's logits cosine, is the mean of one cosine per image instead.)"""
         signal, dot, out_sq = self._sums()
         den = math.sqrt(signal * out_sq)
-        return dot / den if den > 0 else 1.0
+        if den > 0:
+            return dot / den
+        return 1.0 if signal == out_sq == 0 else 0.0

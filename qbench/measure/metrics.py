@@ -185,15 +185,17 @@ def accuracy(logits, labels, k):
 def mean_row_cosine(ref, out):
     """The mean over rows (images) of each row's cosine similarity of ``out`` and ``ref``,
     float in [-1, 1], whatever the logits' magnitude (each row is scaled to unit length
-    first); a row where either is all zero counts as 1.0. (``diagnose.energy``'s
+    first); a row where both are all zero counts as 1.0, where only one is as 0.0 (an
+    output of equal logits, which says nothing, does not match the reference's direction).
+    (``diagnose.energy``'s
     ``Energy.cosine`` is one cosine of all values flattened instead.)
 
     Args:
         ref, out: logits (N, K), float.
     """
     a, b = _unit_rows(ref), _unit_rows(out)
-    both = a.any(1) & b.any(1)
-    return float(np.mean(np.where(both, (a * b).sum(1), 1.0)))
+    left, right = a.any(1), b.any(1)
+    return float(np.mean(np.where(left & right, (a * b).sum(1), np.where(left | right, 0.0, 1.0))))
 
 
 def cosine_over(kind, classes):
@@ -369,11 +371,11 @@ def input_ignoring(ref, kind):
     class most often the reference's top-1, the top-5 agreement of always answering the 5
     classes most often in its top 5, and the SQNR (dB) and cosine, computed as
     ``compare_logits`` does, of always answering the reference's mean over the images in
-    the judged space (the constant of least squared error there; a zero predictor, a
-    single value's, scores cosine 0). A check such an output passes shows nothing about
-    quantization: a per-class offset every image shares (a large bias, a constant input to
-    the classifier) can be most of the signal, and an INT8 build that lost the input would
-    pass it (``signoff.checks``). {} for fewer than 2 images or non-finite values."""
+    the judged space (the constant of least squared error there). A check such an output
+    passes shows nothing about quantization: a per-class offset every image shares (a
+    large bias, a constant input to the classifier) can be most of the signal, and an INT8
+    build that lost the input would pass it (``signoff.checks``). {} for fewer than 2
+    images or non-finite values."""
     ref = np.asarray(ref, np.float64)
     n, classes = ref.shape
     if n < 2 or not np.isfinite(ref).all():
@@ -389,7 +391,7 @@ def input_ignoring(ref, kind):
     constant = np.broadcast_to(r.mean(0), r.shape)
     over = cosine_over(kind, classes)
     flat = (r.reshape(1, -1), constant.reshape(1, -1)) if over == ALL_VALUES else (r, constant)
-    out["cosine"] = mean_row_cosine(*flat) if constant.any() else 0.0
+    out["cosine"] = mean_row_cosine(*flat)
     noise = float(((r - constant) ** 2).sum())
     out["sqnr_db"] = float(10 * np.log10((r**2).sum() / noise)) if noise > 0 else float("inf")
     return out
