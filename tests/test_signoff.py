@@ -499,10 +499,11 @@ def test_checks_an_output_ignoring_its_input_would_pass_show_nothing():
     ref = offset + rng.normal(0, 0.01, (16, 20))
     results = _compared(ref, np.repeat(offset, 16, axis=0))
     results["pytorch_fp32"].metrics["input_ignoring"] = input_ignoring(ref, LOGITS)
-    out = signoff(results, Limits(), 20)
+    out = signoff(results, Limits(min_decisive_top1_agreement=0.97), 20)
     assert out.verdict == "PASS" and _check(out, "INT8 logits SQNR").value > 80
     doubted = [c.name for c in out.checks if c.doubt is not None]
-    assert doubted == AGAINST_PYTORCH
+    decisive = "INT8 decisive top-1 agreement (margin 0.05)"
+    assert doubted == [*AGAINST_PYTORCH[:3], decisive, *AGAINST_PYTORCH[3:]]
     assert "ignores its input" in _check(out, "INT8 logits SQNR").doubt
     varied = rng.normal(0, 3, (16, 20))
     results = _compared(varied, varied + rng.normal(0, 0.01, varied.shape))
