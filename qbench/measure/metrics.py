@@ -187,8 +187,8 @@ def mean_row_cosine(ref, out):
     float in [-1, 1], whatever the logits' magnitude (each row is scaled to unit length
     first); a row where both are all zero counts as 1.0, where only one is as 0.0 (an
     output of equal logits, which says nothing, does not match the reference's direction).
-    (``diagnose.energy``'s
-    ``Energy.cosine`` is one cosine of all values flattened instead.)
+    (``diagnose.energy``'s ``Energy.cosine`` is one cosine of all values flattened
+    instead.)
 
     Args:
         ref, out: logits (N, K), float.
