@@ -41,6 +41,27 @@ class Quantized:
 _COMPILED = {}  # (structural hash, target, hand_kernels) -> [(module, executable)]
 
 
+class SqueezeExcite(torch.nn.Module):
+    """mobilenet_v3's block: 1x1 expand of ``inputs`` to ``channels`` + hardswish, a
+    ``kernel`` x ``kernel`` depthwise with ``stride`` + hardswish, then a squeeze-excitation
+    scale (pool, 1x1 to 8 + ReLU, 1x1 + hardsigmoid) multiplied into the depthwise output
+    (the scale first, as torchvision writes it), a 1x1 project to ``outputs``."""
+
+    def __init__(self, inputs, channels, kernel=3, stride=1, outputs=8):
+        super().__init__()
+        self.expand = torch.nn.Conv2d(inputs, channels, 1)
+        self.dw = torch.nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels)
+        self.fc1, self.fc2 = torch.nn.Conv2d(channels, 8, 1), torch.nn.Conv2d(8, channels, 1)
+        self.project = torch.nn.Conv2d(channels, outputs, 1)
+
+    def forward(self, x):
+        hardswish = torch.nn.functional.hardswish
+        y = hardswish(self.dw(hardswish(self.expand(x))))
+        pooled = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+        scale = torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(pooled))))
+        return self.project(scale * y)
+
+
 def compiled(mod, target=None, hand_kernels=True):
     """``build.compile(mod, target, hand_kernels=hand_kernels)`` (no tuning database), done
     once per test session: a module equal to one compiled before for the same target

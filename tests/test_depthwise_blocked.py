@@ -7,31 +7,12 @@ import functools
 import numpy as np
 import pytest
 import torch
-from helpers import AVX2, CPU, LLVM, compiled, quantize_tiny, run_tvm
+from helpers import AVX2, CPU, LLVM, SqueezeExcite, compiled, quantize_tiny, run_tvm
 
 from qbench.compile import features
 from qbench.compile.kernels.select import select_kernels
 
 VNNI = {**CPU, "mcpu": "icelake-server"}
-
-
-class _SqueezeExcite(torch.nn.Module):
-    """1x1 expand + hardswish, a ``kernel`` x ``kernel`` depthwise of ``channels`` with
-    ``stride`` + hardswish, a squeeze-excitation scale multiplied into it, a 1x1 project."""
-
-    def __init__(self, channels, kernel, stride):
-        super().__init__()
-        self.expand = torch.nn.Conv2d(16, channels, 1)
-        self.dw = torch.nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels)
-        self.fc1, self.fc2 = torch.nn.Conv2d(channels, 8, 1), torch.nn.Conv2d(8, channels, 1)
-        self.project = torch.nn.Conv2d(channels, 8, 1)
-
-    def forward(self, x):
-        hardswish = torch.nn.functional.hardswish
-        y = hardswish(self.dw(hardswish(self.expand(x))))
-        pooled = torch.nn.functional.adaptive_avg_pool2d(y, 1)
-        scale = torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(pooled))))
-        return self.project(scale * y)
 
 
 @functools.cache
@@ -40,7 +21,7 @@ def _net(channels, kernel, stride, size):
     rng = np.random.default_rng(channels)
     shape = (2, 16, size, size)
     calib = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
-    q = quantize_tiny(_SqueezeExcite(channels, kernel, stride).eval(), calib)
+    q = quantize_tiny(SqueezeExcite(16, channels, kernel, stride).eval(), calib)
     return q, 2 * rng.standard_normal(shape).astype(np.float32)
 
 

@@ -156,39 +156,18 @@ def _quantize_kernel_args(mod):
     return calls
 
 
-class _SqueezeExcite(torch.nn.Module):
-    """mobilenet_v3's block: 1x1 expand + hardswish, depthwise 3x3 + hardswish, then a
-    squeeze-excitation scale (pool, 1x1 + ReLU, 1x1 + hardsigmoid) multiplied into the
-    depthwise output (the scale first, as torchvision writes it), a 1x1 project conv."""
-
-    def __init__(self):
-        super().__init__()
-        self.expand = torch.nn.Conv2d(3, 24, 1)
-        self.dw = torch.nn.Conv2d(24, 24, 3, padding=1, groups=24)
-        self.fc1 = torch.nn.Conv2d(24, 8, 1)
-        self.fc2 = torch.nn.Conv2d(8, 24, 1)
-        self.project = torch.nn.Conv2d(24, 6, 1)
-
-    def forward(self, x):
-        hardswish = torch.nn.functional.hardswish
-        x = hardswish(self.dw(hardswish(self.expand(x))))
-        pooled = torch.nn.functional.adaptive_avg_pool2d(x, 1)
-        scale = torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(pooled))))
-        return self.project(scale * x)
-
-
 @pytest.mark.parametrize("batch", [1, 3])
 def test_a_squeeze_excitation_scale_is_read_in_the_quantize_with_the_same_logits(batch):
     """The project conv's quantize kernel reads the depthwise output and the (N, C, 1, 1)
     scale the graph computed (one image's scale per image), in place of TVM writing their
     product in FP32; the logits equal TVM's own ops' for the same INT8 graph."""
     from helpers import LLVM as HOST
-    from helpers import compiled, quantize_tiny, run_tvm
+    from helpers import SqueezeExcite, compiled, quantize_tiny, run_tvm
 
     from qbench.compile.kernels.select import select_kernels
 
     torch.manual_seed(5)
-    net = _SqueezeExcite().eval()
+    net = SqueezeExcite(3, 24, outputs=6).eval()
     rng = np.random.default_rng(5)
     shape = (batch, 3, 10, 9)
     q = quantize_tiny(net, [rng.standard_normal(shape).astype(np.float32)])

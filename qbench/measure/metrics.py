@@ -384,9 +384,10 @@ def input_ignoring(ref, kind):
     if classes > 1:
         out["top1_agreement"] = float(np.bincount(ref.argmax(1)).max() / n)
         k = min(TOP5, classes)
-        counts = np.bincount(topk(ref, k).ravel(), minlength=classes)
+        tops = topk(ref, k)
+        counts = np.bincount(tops.ravel(), minlength=classes)
         best = set(np.argsort(-counts, kind="stable")[:k].tolist())
-        out["top5_agreement"] = float(np.mean([len(set(row) & best) / k for row in topk(ref, k)]))
+        out["top5_agreement"] = float(np.mean([len(set(row) & best) / k for row in tops]))
     r, _ = judged_pair(ref, ref, kind)
     constant = np.broadcast_to(r.mean(0), r.shape)
     over = cosine_over(kind, classes)
